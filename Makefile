@@ -1,0 +1,50 @@
+# asrserve: `make run` serves, `make test` tests. Both set up everything they need.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+HOST ?= 127.0.0.1
+DATA_DIR ?= data
+PYTEST_ARGS ?=
+
+.PHONY: run test pytest check lint typecheck system-deps bench clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.stamp-run: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e .
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	touch $@ $(VENV)/.stamp-run
+
+run: $(VENV)/.stamp-run
+	$(BIN)/asrserve serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
+
+system-deps:
+	bash scripts/system-deps.sh
+
+lint: $(VENV)/.stamp-test
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+typecheck: $(VENV)/.stamp-test
+	$(BIN)/mypy
+
+pytest: $(VENV)/.stamp-test system-deps
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The whole gate, as CI runs it: lint, types, then every test.
+test: lint typecheck pytest
+
+check: test
+
+bench: $(VENV)/.stamp-test system-deps
+	$(BIN)/asrserve bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .corpus

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite needs, only when they are missing.
+set -euo pipefail
+need=()
+command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
+[ ${#need[@]} -eq 0 ] && exit 0
+echo "installing system packages: ${need[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}"

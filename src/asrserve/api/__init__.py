@@ -1,0 +1,1 @@
+"""The HTTP API: validates, stores and enqueues; never runs the model."""

@@ -1,0 +1,69 @@
+"""OpenAI-compatible ``POST /v1/audio/transcriptions`` and ``/v1/models``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from asrserve.api.deps import ApiContext, context
+from asrserve.api.errors import ApiError
+from asrserve.api.forms import parse_request
+from asrserve.api.openapi import transcription_form
+from asrserve.api.responses import transcript_response
+from asrserve.api.uploads import receive_upload
+from asrserve.jobs.models import Priority
+
+router = APIRouter(prefix="/v1")
+
+
+def ready_model(ctx: ApiContext = Depends(context)) -> ApiContext:  # noqa: B008
+    if ctx.model is None:
+        raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
+    return ctx
+
+
+@router.post("/audio/transcriptions", openapi_extra=transcription_form(sync=True))
+async def create_transcription(
+    request: Request,
+    ctx: ApiContext = Depends(ready_model),  # noqa: B008
+) -> Response:
+    """Transcribe an uploaded file and answer when done (interactive priority)."""
+    assert ctx.model is not None
+    service = ctx.service
+    job_id, dest = service.new_upload_path()
+    upload = await receive_upload(request, dest, service.settings.max_sync_upload_bytes)
+    try:
+        parsed = parse_request(upload, ctx.model)
+    except ApiError:
+        upload.remove()
+        raise
+    job = await service.submit(job_id, upload, parsed.options, Priority.INTERACTIVE)
+    done = await service.wait(job.id, service.settings.sync_timeout_s)
+    if done is None or not done.status.finished:
+        raise ApiError(
+            504,
+            f"transcription did not finish within {service.settings.sync_timeout_s:g} s;"
+            f" it continues as job {job.id}",
+            code="timeout",
+        )
+    return transcript_response(done, parsed.response_format, words=parsed.words)
+
+
+@router.get("/models")
+async def list_models(ctx: ApiContext = Depends(ready_model)) -> dict[str, Any]:  # noqa: B008
+    assert ctx.model is not None
+    return {"object": "list", "data": [_model_card(ctx.model.id)]}
+
+
+@router.get("/models/{model_id}")
+async def get_model(model_id: str, ctx: ApiContext = Depends(ready_model)) -> dict[str, Any]:  # noqa: B008
+    assert ctx.model is not None
+    if model_id not in (ctx.model.id, "whisper-1"):
+        raise ApiError(404, f"no model '{model_id}'", param="model", code="model_not_found")
+    return _model_card(ctx.model.id)
+
+
+def _model_card(model_id: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "asrserve"}

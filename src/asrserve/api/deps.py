@@ -1,0 +1,29 @@
+"""What routes reach through ``request.app.state``: one context, wired by ``app.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+
+from asrserve.api.forms import ModelInfo
+from asrserve.service import Service
+
+
+@dataclass
+class ApiContext:
+    service: Service
+    model: ModelInfo | None = None  # set once the model is loaded
+    scheduler_view: Callable[[], dict[str, Any]] = field(default=lambda: {})
+
+    @property
+    def ready(self) -> bool:
+        return self.model is not None
+
+
+def context(request: Request) -> ApiContext:
+    ctx = request.app.state.context
+    assert isinstance(ctx, ApiContext)
+    return ctx

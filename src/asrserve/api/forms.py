@@ -1,0 +1,121 @@
+"""Turning multipart form fields into validated transcription options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from asrserve.api.errors import ApiError
+from asrserve.api.uploads import Upload
+from asrserve.formats import ResponseFormat
+from asrserve.jobs.models import TranscriptionOptions
+
+OPENAI_ALIAS = "whisper-1"
+GRANULARITIES = {"word", "segment"}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: str
+    multilingual: bool
+    default_beam_size: int
+
+
+@dataclass(frozen=True)
+class Request:
+    options: TranscriptionOptions
+    response_format: ResponseFormat
+    words: bool  # word timestamps were asked for
+
+
+def parse_request(upload: Upload, model: ModelInfo) -> Request:
+    _check_model(upload.get("model"), model)
+    fmt = _response_format(upload.get("response_format"))
+    granularities = _granularities(upload)
+    words = "word" in granularities
+    if words and fmt is not ResponseFormat.VERBOSE_JSON:
+        raise ApiError(
+            400,
+            "timestamp_granularities requires response_format=verbose_json",
+            param="timestamp_granularities[]",
+        )
+    options = TranscriptionOptions(
+        language=_language(upload.get("language"), model),
+        prompt=upload.get("prompt") or None,
+        temperature=_number(upload.get("temperature"), "temperature", 0.0, 1.0, 0.0),
+        word_timestamps=words,
+        beam_size=int(
+            _number(upload.get("beam_size"), "beam_size", 1, 20, model.default_beam_size)
+        ),
+    )
+    return Request(options=options, response_format=fmt, words=words)
+
+
+def parse_callback(value: str | None) -> str | None:
+    if not value:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ApiError(400, "callback_url must be an absolute http(s) URL", param="callback_url")
+    return value
+
+
+def _check_model(value: str | None, model: ModelInfo) -> None:
+    if value and value not in (model.id, OPENAI_ALIAS):
+        raise ApiError(
+            400,
+            f"model '{value}' is not served here; use '{model.id}' or '{OPENAI_ALIAS}'",
+            param="model",
+            code="model_not_found",
+        )
+
+
+def _response_format(value: str | None) -> ResponseFormat:
+    try:
+        return ResponseFormat(value or "json")
+    except ValueError:
+        allowed = ", ".join(f.value for f in ResponseFormat)
+        raise ApiError(
+            400, f"response_format must be one of {allowed}", param="response_format"
+        ) from None
+
+
+def _granularities(upload: Upload) -> set[str]:
+    values = set(upload.fields.get("timestamp_granularities[]", []))
+    values |= set(upload.fields.get("timestamp_granularities", []))
+    unknown = values - GRANULARITIES
+    if unknown:
+        raise ApiError(
+            400,
+            f"unknown timestamp granularity: {', '.join(sorted(unknown))}",
+            param="timestamp_granularities[]",
+        )
+    return values
+
+
+def _language(value: str | None, model: ModelInfo) -> str | None:
+    if not value:
+        return None
+    code = value.strip().lower()
+    if not code.isalpha() or not 2 <= len(code) <= 3:
+        raise ApiError(400, "language must be an ISO-639-1 code such as 'en'", param="language")
+    if not model.multilingual and code != "en":
+        raise ApiError(
+            400,
+            f"model '{model.id}' transcribes English only",
+            param="language",
+            code="unsupported_language",
+        )
+    return code
+
+
+def _number(value: str | None, name: str, low: float, high: float, default: float) -> float:
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ApiError(400, f"{name} must be a number", param=name) from None
+    if not low <= number <= high:
+        raise ApiError(400, f"{name} must be between {low:g} and {high:g}", param=name)
+    return number

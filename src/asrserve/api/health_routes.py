@@ -1,0 +1,29 @@
+"""Liveness, readiness and the scheduler's live view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from asrserve.api.deps import ApiContext, context
+from asrserve.api.errors import ApiError
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(ctx: ApiContext = Depends(context)) -> dict[str, str]:  # noqa: B008
+    if not ctx.ready:
+        raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
+    return {"status": "ready"}
+
+
+@router.get("/v1/scheduler")
+async def scheduler(ctx: ApiContext = Depends(context)) -> dict[str, Any]:  # noqa: B008
+    return ctx.scheduler_view()

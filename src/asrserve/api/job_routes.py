@@ -1,0 +1,88 @@
+"""Asynchronous jobs: submit, poll or long-poll, fetch the transcript, cancel, page."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from asrserve.api.audio_routes import ready_model
+from asrserve.api.deps import ApiContext, context
+from asrserve.api.errors import ApiError
+from asrserve.api.forms import parse_callback, parse_request
+from asrserve.api.openapi import transcription_form
+from asrserve.api.responses import transcript_response
+from asrserve.api.schemas import job_view
+from asrserve.api.uploads import receive_upload
+from asrserve.formats import ResponseFormat
+from asrserve.jobs.models import Job, JobStatus, Priority
+
+router = APIRouter(prefix="/v1/jobs")
+Ctx = Annotated[ApiContext, Depends(context)]
+
+
+@router.post("", status_code=202, openapi_extra=transcription_form(sync=False))
+async def create_job(
+    request: Request, ctx: Annotated[ApiContext, Depends(ready_model)]
+) -> Response:
+    """Accept a file for transcription; answers 202 once the job is durably queued."""
+    assert ctx.model is not None
+    service = ctx.service
+    job_id, dest = service.new_upload_path()
+    upload = await receive_upload(request, dest, service.settings.max_job_upload_bytes)
+    try:
+        parsed = parse_request(upload, ctx.model)
+        callback = parse_callback(upload.get("callback_url"))
+    except ApiError:
+        upload.remove()
+        raise
+    job = await service.submit(job_id, upload, parsed.options, Priority.ASYNC, callback)
+    return JSONResponse(job_view(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
+
+
+@router.get("")
+async def list_jobs(
+    ctx: Ctx,
+    status: JobStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    after: str | None = None,
+) -> dict[str, Any]:
+    jobs = await ctx.service.store.page(status=status, limit=limit + 1, after=after)
+    page = jobs[:limit]
+    return {
+        "object": "list",
+        "data": [job_view(job) for job in page],
+        "first_id": page[0].id if page else None,
+        "last_id": page[-1].id if page else None,
+        "has_more": len(jobs) > limit,
+    }
+
+
+@router.get("/{job_id}")
+async def get_job(job_id: str, ctx: Ctx, wait: Annotated[float, Query(ge=0)] = 0) -> dict[str, Any]:
+    """``?wait=N`` long-polls: answers as soon as the job finishes, or after N s."""
+    service = ctx.service
+    timeout = min(wait, service.settings.max_wait_param_s)
+    job = await service.wait(job_id, timeout) if timeout else await service.store.get(job_id)
+    return job_view(_found(job, job_id))
+
+
+@router.get("/{job_id}/transcript")
+async def get_transcript(
+    job_id: str, ctx: Ctx, format: ResponseFormat = ResponseFormat.JSON
+) -> Response:
+    job = _found(await ctx.service.store.get(job_id), job_id)
+    return transcript_response(job, format, words=job.options.word_timestamps)
+
+
+@router.delete("/{job_id}")
+async def cancel_job(job_id: str, ctx: Ctx) -> dict[str, Any]:
+    """Cancel a queued or running job; a finished job is returned unchanged."""
+    return job_view(_found(await ctx.service.cancel(job_id), job_id))
+
+
+def _found(job: Job | None, job_id: str) -> Job:
+    if job is None:
+        raise ApiError(404, f"no job '{job_id}'", param="job_id", code="job_not_found")
+    return job

@@ -1,0 +1,46 @@
+"""OpenAPI descriptions of the multipart forms (parsed by hand, so FastAPI cannot infer them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def transcription_form(*, sync: bool) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "file": {
+            "type": "string",
+            "format": "binary",
+            "description": "Audio in any container "
+            "FFmpeg reads (flac, mp3, mp4, m4a, ogg, wav, webm, ...).",
+        },
+        "model": {"type": "string", "description": "The served model id or 'whisper-1'."},
+        "language": {"type": "string", "description": "ISO-639-1 code."},
+        "prompt": {"type": "string"},
+        "response_format": {
+            "type": "string",
+            "enum": ["json", "text", "srt", "verbose_json", "vtt"],
+        },
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+        "timestamp_granularities[]": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["word", "segment"]},
+        },
+        "beam_size": {"type": "integer", "minimum": 1, "maximum": 20},
+    }
+    if not sync:
+        properties["callback_url"] = {
+            "type": "string",
+            "format": "uri",
+            "description": "POSTed the job JSON when it finishes.",
+        }
+    required = ["file"]
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {"type": "object", "properties": properties, "required": required}
+                }
+            },
+        }
+    }

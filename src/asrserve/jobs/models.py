@@ -1,0 +1,88 @@
+"""Jobs: the durable unit of work the API accepts and the workers complete."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from enum import IntEnum, StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from asrserve.transcript import Transcript
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class Priority(IntEnum):
+    """Lower runs first."""
+
+    INTERACTIVE = 0
+    ASYNC = 1
+    BATCH = 2
+
+
+class WebhookStatus(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class TranscriptionOptions(BaseModel):
+    """Decoding options that travel with a job; those that differ cannot share a batch."""
+
+    model_config = ConfigDict(frozen=True)
+
+    language: str | None = None
+    prompt: str | None = None
+    temperature: float = Field(0.0, ge=0.0, le=1.0)
+    word_timestamps: bool = False
+    beam_size: int = Field(5, ge=1, le=20)
+    task: str = "transcribe"
+
+
+class JobError(BaseModel):
+    """Why a job failed; ``status`` is the HTTP status a synchronous caller receives."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: int
+    code: str
+    message: str
+
+
+class Job(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    status: JobStatus = JobStatus.QUEUED
+    priority: Priority = Priority.ASYNC
+    options: TranscriptionOptions = TranscriptionOptions()
+    filename: str = ""
+    audio_path: str = ""
+    audio_bytes: int = 0
+    audio_duration: float | None = None
+    created_at: float = Field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+    attempts: int = 0
+    error: JobError | None = None
+    result: Transcript | None = None
+    callback_url: str | None = None
+    webhook_status: WebhookStatus | None = None
+    webhook_attempts: int = 0
+    webhook_last_error: str | None = None
+
+
+def new_job_id() -> str:
+    """Sortable by creation time (ms prefix), unguessable (random suffix)."""
+    return f"job_{int(time.time() * 1000):012x}{secrets.token_hex(8)}"

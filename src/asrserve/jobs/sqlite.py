@@ -1,0 +1,128 @@
+"""Jobs in SQLite: one row per job, JSON for the nested parts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from asrserve.jobs.models import Job, JobStatus, WebhookStatus
+from asrserve.jobs.store import JobStore, Mutation
+from asrserve.sqlite import Database
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    options TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    audio_path TEXT NOT NULL,
+    audio_bytes INTEGER NOT NULL,
+    audio_duration REAL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    attempts INTEGER NOT NULL,
+    error TEXT,
+    result TEXT,
+    callback_url TEXT,
+    webhook_status TEXT,
+    webhook_attempts INTEGER NOT NULL,
+    webhook_last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
+CREATE INDEX IF NOT EXISTS jobs_webhook ON jobs (webhook_status);
+"""
+
+COLUMNS = tuple(Job.model_fields)
+JSON_COLUMNS = ("options", "error", "result")
+
+
+def _to_row(job: Job) -> tuple[Any, ...]:
+    data = job.model_dump(mode="json")
+    values = []
+    for name in COLUMNS:
+        value = data[name]
+        if name in JSON_COLUMNS and value is not None:
+            value = getattr(job, name).model_dump_json()
+        values.append(value)
+    return tuple(values)
+
+
+def _from_row(row: sqlite3.Row) -> Job:
+    data: dict[str, Any] = dict(row)
+    for name in JSON_COLUMNS:
+        if data[name] is not None:
+            data[name] = json.loads(data[name])
+    return Job.model_validate(data)
+
+
+class SqliteJobStore(JobStore):
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        db.migrate(SCHEMA)
+
+    async def create(self, job: Job) -> None:
+        placeholders = ", ".join("?" for _ in COLUMNS)
+        sql = f"INSERT INTO jobs ({', '.join(COLUMNS)}) VALUES ({placeholders})"
+        await self._db.run(lambda c: c.execute(sql, _to_row(job)) and None)
+
+    async def get(self, job_id: str) -> Job | None:
+        return await self._db.run(lambda c: _get(c, job_id))
+
+    async def update(self, job_id: str, mutate: Mutation) -> Job | None:
+        def tx(conn: sqlite3.Connection) -> Job | None:
+            job = _get(conn, job_id)
+            if job is None:
+                return None
+            new = mutate(job)
+            if new is None:
+                return None
+            assignments = ", ".join(f"{name} = ?" for name in COLUMNS)
+            conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*_to_row(new), job_id))
+            return new
+
+        return await self._db.run(tx)
+
+    async def page(
+        self, *, status: JobStatus | None = None, limit: int = 20, after: str | None = None
+    ) -> list[Job]:
+        clauses, params = [], []
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status.value)
+        if after is not None:
+            clauses.append("id < ?")
+            params.append(after)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT * FROM jobs {where} ORDER BY id DESC LIMIT ?"
+        return await self._select(sql, (*params, limit))
+
+    async def unfinished(self) -> list[Job]:
+        return await self._select(
+            "SELECT * FROM jobs WHERE status IN (?, ?) ORDER BY id",
+            (JobStatus.QUEUED.value, JobStatus.RUNNING.value),
+        )
+
+    async def webhooks_pending(self) -> list[Job]:
+        return await self._select(
+            "SELECT * FROM jobs WHERE webhook_status = ? ORDER BY id",
+            (WebhookStatus.PENDING.value,),
+        )
+
+    async def audio_expired(self, finished_before: float) -> list[Job]:
+        return await self._select(
+            "SELECT * FROM jobs WHERE audio_path != '' AND finished_at IS NOT NULL "
+            "AND finished_at < ? ORDER BY id",
+            (finished_before,),
+        )
+
+    async def _select(self, sql: str, params: tuple[Any, ...]) -> list[Job]:
+        rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
+        return [_from_row(row) for row in rows]
+
+
+def _get(conn: sqlite3.Connection, job_id: str) -> Job | None:
+    row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return _from_row(row) if row is not None else None

@@ -1,0 +1,108 @@
+"""The job store protocol. State transitions are written once, here, on top of one
+atomic primitive (:meth:`JobStore.update`) that every backend implements."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus
+from asrserve.transcript import Transcript
+
+Mutation = Callable[[Job], Job | None]
+
+
+class JobStore(ABC):
+    # --- primitives each backend provides -------------------------------------------
+    @abstractmethod
+    async def create(self, job: Job) -> None: ...
+
+    @abstractmethod
+    async def get(self, job_id: str) -> Job | None: ...
+
+    @abstractmethod
+    async def update(self, job_id: str, mutate: Mutation) -> Job | None:
+        """Atomically apply ``mutate``; it returns the new job, or None to leave it as is.
+
+        Returns the stored job after the call when ``mutate`` changed it, else None.
+        """
+
+    @abstractmethod
+    async def page(
+        self, *, status: JobStatus | None = None, limit: int = 20, after: str | None = None
+    ) -> list[Job]:
+        """Newest first; ``after`` is the id of the last job of the previous page."""
+
+    @abstractmethod
+    async def unfinished(self) -> list[Job]: ...
+
+    @abstractmethod
+    async def webhooks_pending(self) -> list[Job]: ...
+
+    @abstractmethod
+    async def audio_expired(self, finished_before: float) -> list[Job]: ...
+
+    async def close(self) -> None:
+        return None
+
+    # --- transitions (template methods) ---------------------------------------------
+    async def start(self, job_id: str) -> Job | None:
+        """queued/running → running, counting the attempt; None if the job is finished."""
+
+        def mutate(job: Job) -> Job | None:
+            if job.status.finished:
+                return None
+            return job.model_copy(
+                update={
+                    "status": JobStatus.RUNNING,
+                    "started_at": time.time(),
+                    "attempts": job.attempts + 1,
+                }
+            )
+
+        return await self.update(job_id, mutate)
+
+    async def succeed(self, job_id: str, result: Transcript) -> Job | None:
+        """Stores the result once: a second completion of the same job is a no-op (None)."""
+        return await self._finish(
+            job_id,
+            {"status": JobStatus.SUCCEEDED, "result": result, "audio_duration": result.duration},
+        )
+
+    async def fail(self, job_id: str, error: JobError) -> Job | None:
+        return await self._finish(job_id, {"status": JobStatus.FAILED, "error": error})
+
+    async def cancel(self, job_id: str) -> Job | None:
+        return await self._finish(job_id, {"status": JobStatus.CANCELLED})
+
+    async def set_duration(self, job_id: str, seconds: float) -> Job | None:
+        return await self.update(job_id, lambda j: j.model_copy(update={"audio_duration": seconds}))
+
+    async def record_webhook(
+        self, job_id: str, status: WebhookStatus, error: str | None
+    ) -> Job | None:
+        def mutate(job: Job) -> Job:
+            return job.model_copy(
+                update={
+                    "webhook_status": status,
+                    "webhook_attempts": job.webhook_attempts + 1,
+                    "webhook_last_error": error,
+                }
+            )
+
+        return await self.update(job_id, mutate)
+
+    async def forget_audio(self, job_id: str) -> Job | None:
+        return await self.update(job_id, lambda j: j.model_copy(update={"audio_path": ""}))
+
+    async def _finish(self, job_id: str, changes: dict[str, object]) -> Job | None:
+        def mutate(job: Job) -> Job | None:
+            if job.status.finished:
+                return None
+            webhook = WebhookStatus.PENDING if job.callback_url else None
+            return job.model_copy(
+                update={**changes, "finished_at": time.time(), "webhook_status": webhook}
+            )
+
+        return await self.update(job_id, mutate)

@@ -1,0 +1,42 @@
+"""Transcribing files in this process, no server: ``asrserve transcribe`` and offline bench."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from asrserve.audio.chunk import restore
+from asrserve.audio.features import PreparedAudio, prepare
+from asrserve.engine.base import Engine, RawSegment
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.transcript import Transcript
+
+
+def transcribe_prepared(
+    engine: Engine, prepared: PreparedAudio, options: TranscriptionOptions, *, batch_size: int
+) -> Transcript:
+    per_chunk: list[list[RawSegment]] = []
+    for start in range(0, len(prepared.chunks), batch_size):
+        per_chunk.extend(
+            engine.transcribe_batch(prepared.chunks[start : start + batch_size], options)
+        )
+    segments = restore(per_chunk, prepared.plan.speech, prepared.duration)
+    language = options.language or ("en" if not engine.multilingual else "")
+    return Transcript(
+        language=language,
+        duration=round(prepared.duration, 3),
+        segments=segments,
+        task=options.task,
+    )
+
+
+def transcribe_file(
+    engine: Engine,
+    path: Path,
+    options: TranscriptionOptions,
+    *,
+    max_seconds: float,
+    vad: bool = True,
+    batch_size: int = 16,
+) -> Transcript:
+    prepared = prepare(path, engine, max_seconds=max_seconds, vad=vad)
+    return transcribe_prepared(engine, prepared, options, batch_size=batch_size)

@@ -1,0 +1,86 @@
+"""What the API does with a request: store the audio, record the job, enqueue, await."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from asrserve.api.errors import ApiError
+from asrserve.api.uploads import Upload
+from asrserve.audio.decode import probe
+from asrserve.audio.errors import AudioError
+from asrserve.events import JobEvents
+from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
+from asrserve.jobs.store import JobStore
+from asrserve.queue.base import Queue
+from asrserve.settings import Settings
+
+
+class Service:
+    def __init__(
+        self, settings: Settings, store: JobStore, queue: Queue, events: JobEvents
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.queue = queue
+        self.events = events
+
+    def new_upload_path(self) -> tuple[str, Path]:
+        job_id = new_job_id()
+        return job_id, self.settings.audio_dir / job_id
+
+    async def submit(
+        self,
+        job_id: str,
+        upload: Upload,
+        options: TranscriptionOptions,
+        priority: Priority,
+        callback_url: str | None = None,
+    ) -> Job:
+        """Validate the stored upload, then record and enqueue the job (durable on return)."""
+        if upload.path is None:
+            raise ApiError(400, "a 'file' part with the audio is required", param="file")
+        if upload.size == 0:
+            upload.remove()
+            raise ApiError(400, "the uploaded file is empty", param="file", code="empty_file")
+        try:
+            duration = await asyncio.to_thread(probe, upload.path, self.settings.max_audio_seconds)
+        except AudioError as exc:
+            upload.remove()
+            raise ApiError(exc.status, exc.message, param="file", code=exc.code) from exc
+        job = Job(
+            id=job_id,
+            priority=priority,
+            options=options,
+            filename=upload.filename,
+            audio_path=str(upload.path),
+            audio_bytes=upload.size,
+            audio_duration=duration,
+            callback_url=callback_url,
+        )
+        await self.store.create(job)
+        await self.queue.put(job.id, priority)
+        return job
+
+    async def wait(self, job_id: str, timeout: float) -> Job | None:
+        """The job once finished, or as it stands when ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.events.subscribe(job_id) as finished:
+                job = await self.store.get(job_id)
+                remaining = deadline - time.monotonic()
+                if job is None or job.status.finished or remaining <= 0:
+                    return job
+                try:
+                    await asyncio.wait_for(finished.wait(), remaining)
+                except TimeoutError:
+                    continue
+
+    async def cancel(self, job_id: str) -> Job | None:
+        """Cancel a job that has not finished; returns None if there is no such job."""
+        job = await self.store.cancel(job_id)
+        if job is not None:
+            self.events.cancelled(job_id)
+            return job
+        return await self.store.get(job_id)

@@ -1,0 +1,91 @@
+"""Service configuration: one frozen object, built once at start-up and passed down.
+
+Every field can be set through the environment with the ``ASRSERVE_`` prefix
+(``ASRSERVE_PORT=9000``) or through the matching ``asrserve serve`` flag.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+MIB = 1024 * 1024
+
+
+class BatchPolicy(StrEnum):
+    GREEDY = "greedy"
+    WINDOW = "window"
+    NONE = "none"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ASRSERVE_", frozen=True, extra="forbid")
+
+    # Network
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+
+    # Storage
+    data_dir: Path = Path("data")
+    audio_retention_s: float = Field(
+        3600.0, ge=0, description="Keep uploaded audio this long after a job ends."
+    )
+
+    # Engine
+    model: Path | None = Field(
+        None, description="CTranslate2 Whisper model directory; default: the bundled tiny.en."
+    )
+    model_id: str | None = Field(None, description="Id the model is served as; default: dir name.")
+    device: str = Field("cpu", pattern="^(cpu|cuda|auto)$")
+    device_index: Annotated[tuple[int, ...], NoDecode] = (0,)
+    compute_type: str = Field("default", description="int8 on CPU, float16 on CUDA by default.")
+    cpu_threads: int = Field(0, ge=0, description="Threads per CPU replica; 0 = all cores.")
+    cpu_workers: int = Field(1, ge=1, description="Model replicas on the CPU.")
+    beam_size: int = Field(5, ge=1, le=20)
+    vad_filter: bool = True
+
+    # Scheduler
+    batch_policy: BatchPolicy = BatchPolicy.GREEDY
+    max_batch_size: int = Field(16, ge=1, le=256)
+    max_wait_ms: float = Field(20.0, ge=0)
+    prefetch_jobs: int = Field(32, ge=1, description="Jobs claimed ahead of the device loops.")
+    preprocess_threads: int = Field(0, ge=0, description="Audio decode/feature threads; 0 = cores.")
+
+    # Limits
+    max_sync_upload_bytes: int = Field(25 * MIB, ge=1)
+    max_job_upload_bytes: int = Field(1024 * MIB, ge=1)
+    max_audio_seconds: float = Field(4 * 3600.0, gt=0)
+    sync_timeout_s: float = Field(900.0, gt=0)
+    max_wait_param_s: float = Field(60.0, gt=0, description="Cap for ?wait= long polls.")
+    max_attempts: int = Field(3, ge=1, description="Deliveries before a job is failed.")
+
+    # Webhooks
+    webhook_max_attempts: int = Field(6, ge=1)
+    webhook_backoff_s: float = Field(1.0, gt=0)
+    webhook_timeout_s: float = Field(10.0, gt=0)
+
+    # Shutdown
+    shutdown_grace_s: float = Field(30.0, ge=0)
+
+    log_level: str = "info"
+
+    @field_validator("device_index", mode="before")
+    @classmethod
+    def _parse_indices(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(int(part) for part in value.split(",") if part.strip())
+        if isinstance(value, int):
+            return (value,)
+        return value
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "asrserve.db"
+
+    @property
+    def audio_dir(self) -> Path:
+        return self.data_dir / "audio"

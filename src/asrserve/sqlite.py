@@ -1,0 +1,53 @@
+"""One SQLite file (WAL) shared by the embedded job store and queue.
+
+SQLite calls are short but may fsync, so they run in a worker thread; a lock serialises
+them on the single connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class Database:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._conn = sqlite3.connect(
+            str(path), check_same_thread=False, isolation_level=None, timeout=30.0
+        )
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._lock = threading.Lock()
+
+    def run_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one transaction (BEGIN IMMEDIATE ... COMMIT)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return result
+
+    def migrate(self, schema: str) -> None:
+        with self._lock:
+            self._conn.executescript(schema)
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self.run_sync, fn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

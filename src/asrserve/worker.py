@@ -1,0 +1,190 @@
+"""The consumer: claims jobs from the queue and carries each one through the scheduler.
+
+Per job: decode + VAD + features in the preprocessing pool, chunks to the scheduler,
+results back in order, the transcript stored once, the queue entry acked only after that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from asrserve.audio.chunk import restore
+from asrserve.audio.errors import AudioError
+from asrserve.audio.features import prepare
+from asrserve.batching.scheduler import DeadlineExceeded, Scheduler
+from asrserve.engine.base import Engine
+from asrserve.events import JobEvents
+from asrserve.jobs.models import Job, JobError
+from asrserve.jobs.store import JobStore
+from asrserve.queue.base import Delivery, Queue
+from asrserve.settings import BatchPolicy, Settings
+from asrserve.transcript import Transcript
+
+log = logging.getLogger(__name__)
+
+CLAIM_BLOCK_S = 5.0
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: Settings,
+        store: JobStore,
+        queue: Queue,
+        scheduler: Scheduler,
+        events: JobEvents,
+        features: Engine,
+        preprocess: ThreadPoolExecutor,
+        on_finished: Callable[[Job], None] = lambda job: None,
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._queue = queue
+        self._scheduler = scheduler
+        self._events = events
+        self._features = features
+        self._preprocess = preprocess
+        self._on_finished = on_finished
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._user_cancelled: set[str] = set()
+        self._slot_freed = asyncio.Event()
+        events.on_cancel(self.cancel)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def run(self) -> None:
+        """Claim loop: keeps up to ``prefetch_jobs`` jobs in flight. Cancel it to stop claiming."""
+        while True:
+            free = self._settings.prefetch_jobs - len(self._tasks)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            for delivery in await self._queue.get(free, CLAIM_BLOCK_S):
+                task = asyncio.create_task(self._handle(delivery), name=delivery.job_id)
+                self._tasks[delivery.job_id] = task
+                task.add_done_callback(functools.partial(self._done, delivery.job_id))
+
+    async def drain(self, grace: float) -> None:
+        """Second shutdown phase: let in-flight jobs finish for ``grace`` s, then cancel them.
+
+        Cancelled jobs go back to the queue and run again after the restart.
+        """
+        tasks = list(self._tasks.values())
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5.0)
+
+    def cancel(self, job_id: str) -> None:
+        task = self._tasks.get(job_id)
+        if task is not None:
+            self._user_cancelled.add(job_id)
+            task.cancel()
+
+    def _done(self, job_id: str, _task: asyncio.Task[None]) -> None:
+        self._tasks.pop(job_id, None)
+        self._user_cancelled.discard(job_id)
+        self._slot_freed.set()
+
+    async def _handle(self, delivery: Delivery) -> None:
+        job = await self._store.get(delivery.job_id)
+        if job is None or job.status.finished:
+            await self._queue.ack(delivery)
+            return
+        if delivery.deliveries > self._settings.max_attempts:
+            error = JobError(
+                status=500,
+                code="too_many_attempts",
+                message=f"the job was started {delivery.deliveries - 1} times and never finished",
+            )
+            await self._conclude(delivery, await self._store.fail(job.id, error))
+            return
+        started = await self._store.start(job.id)
+        if started is None:
+            await self._queue.ack(delivery)
+            return
+        try:
+            outcome = await self._run(started)
+        except asyncio.CancelledError:
+            if job.id in self._user_cancelled:
+                await self._queue.ack(delivery)
+            else:  # shutting down: hand the job back for the next start
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._queue.release(delivery))
+            raise
+        await self._conclude(delivery, outcome)
+
+    async def _run(self, job: Job) -> Job | None:
+        try:
+            transcript = await self._transcribe(job)
+        except AudioError as exc:
+            error = JobError(status=exc.status, code=exc.code, message=exc.message)
+        except DeadlineExceeded:
+            error = JobError(
+                status=504,
+                code="deadline_exceeded",
+                message="the request's deadline passed before it could run",
+            )
+        except Exception as exc:
+            log.exception("job %s failed", job.id)
+            error = JobError(
+                status=500,
+                code="internal_error",
+                message=f"transcription failed: {type(exc).__name__}",
+            )
+        else:
+            return await self._store.succeed(job.id, transcript)
+        return await self._store.fail(job.id, error)
+
+    async def _conclude(self, delivery: Delivery, outcome: Job | None) -> None:
+        await self._queue.ack(delivery)
+        if outcome is not None:
+            self._events.finished(outcome.id)
+            self._on_finished(outcome)
+
+    async def _transcribe(self, job: Job) -> Transcript:
+        settings = self._settings
+        whole = settings.batch_policy is BatchPolicy.NONE
+        loop = asyncio.get_running_loop()
+        prepared = await loop.run_in_executor(
+            self._preprocess,
+            functools.partial(
+                prepare,
+                Path(job.audio_path),
+                self._features,
+                max_seconds=settings.max_audio_seconds,
+                vad=settings.vad_filter,
+                whole=whole,
+            ),
+        )
+        if whole:
+            result: Transcript = await self._scheduler.submit_whole(
+                job.id, job.priority, job.options, prepared.audio
+            )
+            return result
+        futures = self._scheduler.submit_chunks(job.id, job.priority, job.options, prepared.chunks)
+        try:
+            per_chunk = await asyncio.gather(*futures)
+        finally:
+            for future in futures:
+                future.cancel()  # no-op for the finished ones; drops the rest from pending
+        segments = restore(per_chunk, prepared.plan.speech, prepared.duration)
+        language = job.options.language or ("en" if not self._features.multilingual else "")
+        return Transcript(
+            language=language,
+            duration=round(prepared.duration, 3),
+            segments=segments,
+            task=job.options.task,
+        )

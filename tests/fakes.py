@@ -1,0 +1,63 @@
+"""A small fake engine for scheduler tests: records batches, can be held busy."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from asrserve.engine.base import ChunkInput, Engine, RawSegment
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.transcript import Transcript
+
+
+class FakeEngine(Engine):
+    model_id = "fake"
+    multilingual = False
+
+    def __init__(self, fail_on: float | None = None) -> None:
+        self.batches: list[list[float]] = []  # chunk durations per batch
+        self.wholes = 0
+        self.gate = threading.Event()
+        self.entered = threading.Event()  # set when a call reaches the engine
+        self.gate.set()
+        self.fail_on = fail_on
+
+    def features(self, audio: np.ndarray) -> np.ndarray:
+        return np.zeros((80, 3000), dtype=np.float32)
+
+    def transcribe_batch(
+        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+    ) -> list[list[RawSegment]]:
+        self.entered.set()
+        self.gate.wait(10)
+        self.batches.append([c.duration for c in chunks])
+        if self.fail_on is not None and any(c.duration == self.fail_on for c in chunks):
+            raise RuntimeError("poison chunk")
+        return [[segment(c)] for c in chunks]
+
+    def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:
+        self.entered.set()
+        self.gate.wait(10)
+        self.wholes += 1
+        return Transcript(language="en", duration=audio.shape[0] / 16000, segments=[])
+
+
+def segment(chunk: ChunkInput) -> RawSegment:
+    return RawSegment(
+        seek=0,
+        start=chunk.offset,
+        end=chunk.offset + chunk.duration,
+        text=f" {chunk.duration}",
+        tokens=[],
+        avg_logprob=0.0,
+        compression_ratio=1.0,
+        no_speech_prob=0.0,
+        temperature=0.0,
+        words=None,
+    )
+
+
+def chunk(duration: float, offset: float = 0.0) -> ChunkInput:
+    return ChunkInput(features=np.zeros((1, 1), dtype=np.float32), offset=offset, duration=duration)

@@ -1,0 +1,124 @@
+"""Response formats and timestamp restoration, without the model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from asrserve.audio.chunk import plan, restore
+from asrserve.engine.base import RawSegment, RawWord
+from asrserve.formats import ResponseFormat, render, timestamp
+from asrserve.transcript import Segment, Transcript, Word
+
+
+def seg(i: int, start: float, end: float, text: str, words: list[Word] | None = None) -> Segment:
+    return Segment(
+        id=i,
+        seek=0,
+        start=start,
+        end=end,
+        text=text,
+        tokens=[1, 2],
+        temperature=0.0,
+        avg_logprob=-0.2,
+        compression_ratio=1.1,
+        no_speech_prob=0.01,
+        words=words,
+    )
+
+
+TRANSCRIPT = Transcript(
+    language="en",
+    duration=3725.5,
+    segments=[
+        seg(
+            0,
+            0.0,
+            1.5,
+            " Hello there.",
+            [Word(word=" Hello", start=0.0, end=0.6), Word(word=" there.", start=0.7, end=1.5)],
+        ),
+        seg(1, 3661.25, 3662.0, " Later on."),
+    ],
+)
+
+
+def test_timestamps() -> None:
+    assert timestamp(3661.25, decimal=",") == "01:01:01,250"
+    assert timestamp(0.0005, decimal=".") == "00:00:00.000"
+    assert timestamp(59.9996, decimal=".") == "00:01:00.000"
+
+
+def test_srt_and_vtt() -> None:
+    srt = render(TRANSCRIPT, ResponseFormat.SRT)
+    assert srt == (
+        "1\n00:00:00,000 --> 00:00:01,500\nHello there.\n\n"
+        "2\n01:01:01,250 --> 01:01:02,000\nLater on.\n"
+    )
+    vtt = render(TRANSCRIPT, ResponseFormat.VTT)
+    assert isinstance(vtt, str) and vtt.startswith("WEBVTT\n\n00:00:00.000 --> 00:00:01.500\n")
+
+
+def test_json_text_and_verbose() -> None:
+    assert render(TRANSCRIPT, ResponseFormat.JSON) == {"text": "Hello there. Later on."}
+    assert render(TRANSCRIPT, ResponseFormat.TEXT) == "Hello there. Later on.\n"
+    verbose = render(TRANSCRIPT, ResponseFormat.VERBOSE_JSON, words=True)
+    assert isinstance(verbose, dict)
+    json.dumps(verbose)
+    assert verbose["duration"] == 3725.5 and verbose["language"] == "en"
+    assert set(verbose["segments"][0]) == {
+        "id",
+        "seek",
+        "start",
+        "end",
+        "text",
+        "tokens",
+        "temperature",
+        "avg_logprob",
+        "compression_ratio",
+        "no_speech_prob",
+    }
+    assert verbose["words"][0] == {"word": "Hello", "start": 0.0, "end": 0.6}
+    assert "words" not in render(TRANSCRIPT, ResponseFormat.VERBOSE_JSON)  # type: ignore[operator]
+
+
+def raw(start: float, end: float, words: list[RawWord] | None = None) -> RawSegment:
+    return RawSegment(
+        seek=0,
+        start=start,
+        end=end,
+        text=" x",
+        tokens=[],
+        avg_logprob=0.0,
+        compression_ratio=1.0,
+        no_speech_prob=0.0,
+        temperature=0.0,
+        words=words,
+    )
+
+
+def test_restore_puts_speech_times_back_on_the_file_clock() -> None:
+    sr = 16000
+    speech = [{"start": 2 * sr, "end": 4 * sr}, {"start": 10 * sr, "end": 12 * sr}]
+    # Speech-only timeline: [0, 2) is file [2, 4), [2, 4) is file [10, 12).
+    segments = restore([[raw(0.0, 1.5)], [raw(2.5, 3.5)]], speech, duration=20.0)
+    assert [(s.id, s.start, s.end) for s in segments] == [(0, 2.0, 3.5), (1, 10.5, 11.5)]
+    worded = restore([[raw(0, 0, [RawWord(" a", 2.2, 2.6, 0.9)])]], speech, duration=20.0)
+    assert worded[0].words is not None and worded[0].words[0].start == 10.2
+
+
+def test_restore_clamps_and_keeps_starts_monotonic() -> None:
+    segments = restore([[raw(5.0, 9.0), raw(4.0, 30.0)]], [], duration=8.0)
+    assert [(s.start, s.end) for s in segments] == [(5.0, 8.0), (5.0, 8.0)]
+
+
+def test_plan_without_vad_cuts_30s_windows() -> None:
+    audio = np.zeros(16000 * 65, dtype=np.float32)
+    p = plan(audio, vad=False)
+    assert [round(c.duration, 2) for c in p.chunks] == [30.0, 30.0, 5.0]
+    assert [c.offset for c in p.chunks] == [0.0, 30.0, 60.0]
+
+
+def test_plan_of_silence_has_no_chunks() -> None:
+    assert plan(np.zeros(16000 * 5, dtype=np.float32), vad=True).chunks == []

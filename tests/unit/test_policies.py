@@ -1,0 +1,64 @@
+"""Batch selection rules, as pure functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asrserve.batching.policies import Selection, select_batch
+
+
+@dataclass(frozen=True)
+class Item:
+    job_id: str
+    seq: int
+    priority: int = 1
+    duration: float = 10.0
+    enqueued_at: float = 0.0
+    key: str = "default"
+
+
+RULE = Selection(max_batch_size=4, max_age=30.0)
+
+
+def test_empty_gives_empty() -> None:
+    assert select_batch([], 0.0, RULE) == []
+
+
+def test_interactive_before_async_before_batch() -> None:
+    items = [Item("a", 0, priority=2), Item("b", 1, priority=1), Item("c", 2, priority=0)]
+    batch = select_batch(items, 0.0, Selection(max_batch_size=2, max_age=30.0))
+    assert [i.job_id for i in batch] == ["c", "b"]
+
+
+def test_long_file_cannot_starve_a_short_clip() -> None:
+    long_file = [Item("long", seq) for seq in range(100)]
+    clip = Item("clip", 100)
+    batch = select_batch([*long_file, clip], 0.0, RULE)
+    assert clip in batch
+    assert len(batch) == 4
+
+
+def test_only_equal_options_share_a_batch() -> None:
+    items = [Item("a", 0, key="beam5"), Item("b", 1, key="beam1"), Item("c", 2, key="beam5")]
+    batch = select_batch(items, 0.0, RULE)
+    assert {i.key for i in batch} == {"beam5"}
+    assert [i.job_id for i in batch] == ["a", "c"]
+
+
+def test_similar_lengths_batch_together() -> None:
+    head = Item("h", 0, duration=4.0)
+    others = [Item(f"j{n}", n + 1, duration=d) for n, d in enumerate([29, 3, 28, 5, 27, 2])]
+    batch = select_batch([head, *others], 0.0, RULE)
+    assert sorted(i.duration for i in batch) == [2, 3, 4.0, 5]
+
+
+def test_aging_promotes_a_starved_chunk() -> None:
+    old = Item("old", 0, priority=2, enqueued_at=0.0)
+    fresh = [Item(f"i{n}", n + 1, priority=0, enqueued_at=40.0) for n in range(8)]
+    assert select_batch([old, *fresh], 35.0, Selection(2, 30.0))[0] is old
+    assert old not in select_batch([old, *fresh], 20.0, Selection(2, 30.0))
+
+
+def test_batch_never_exceeds_max() -> None:
+    items = [Item(f"j{n}", n) for n in range(50)]
+    assert len(select_batch(items, 0.0, RULE)) == 4

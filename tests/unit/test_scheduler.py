@@ -1,0 +1,187 @@
+"""The scheduler with a fake engine and a manual clock: deterministic, no real sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+import pytest
+
+from asrserve.batching.clock import ManualClock
+from asrserve.batching.scheduler import DeadlineExceeded, Device, Scheduler, SchedulerConfig
+from asrserve.jobs.models import Priority, TranscriptionOptions
+from asrserve.settings import BatchPolicy
+from tests.fakes import FakeEngine, chunk
+
+OPTS = TranscriptionOptions()
+
+
+def run(
+    config: SchedulerConfig,
+    body: Callable[[Scheduler, FakeEngine, ManualClock], Awaitable[None]],
+    engine: FakeEngine | None = None,
+) -> FakeEngine:
+    engine = engine or FakeEngine()
+
+    async def main() -> None:
+        clock = ManualClock()
+        scheduler = Scheduler([Device("0", engine)], config, clock=clock)
+        loops = asyncio.create_task(scheduler.run())
+        try:
+            await asyncio.wait_for(body(scheduler, engine, clock), 10)
+        finally:
+            loops.cancel()
+            engine.gate.set()
+            await asyncio.gather(loops, return_exceptions=True)
+            scheduler.close()
+
+    asyncio.run(main())
+    return engine
+
+
+async def busy(engine: FakeEngine) -> None:
+    """Wait until the device has picked up work (and is held by the closed gate)."""
+    assert await asyncio.to_thread(engine.entered.wait, 5)
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_greedy_runs_a_lone_chunk_at_once() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        (future,) = s.submit_chunks("a", Priority.INTERACTIVE, OPTS, [chunk(5.0)])
+        result = await future  # the clock never moves: no window is paid
+        assert result[0].text == " 5.0"
+
+    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8, max_wait=1.0), body)
+    assert engine.batches == [[5.0]]
+
+
+def test_greedy_grows_the_batch_while_the_device_is_busy() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        engine.gate.clear()
+        first = s.submit_chunks("a", 1, OPTS, [chunk(1.0)])
+        await busy(engine)
+        later = s.submit_chunks("b", 1, OPTS, [chunk(2.0), chunk(3.0), chunk(4.0)])
+        await settle()
+        engine.gate.set()
+        await asyncio.gather(*first, *later)
+
+    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    assert engine.batches == [[1.0], [2.0, 3.0, 4.0]]
+
+
+def test_window_waits_for_the_window_then_dispatches() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        futures = s.submit_chunks("a", 1, OPTS, [chunk(1.0)])
+        await settle()
+        assert engine.batches == []  # waiting inside the window
+        futures += s.submit_chunks("b", 1, OPTS, [chunk(2.0)])
+        await settle()
+        clock.advance(0.05)
+        await asyncio.gather(*futures)
+
+    engine = run(SchedulerConfig(BatchPolicy.WINDOW, max_batch_size=8, max_wait=0.05), body)
+    assert engine.batches == [[1.0, 2.0]]
+
+
+def test_window_dispatches_a_full_batch_early() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        futures = s.submit_chunks("a", 1, OPTS, [chunk(float(n)) for n in range(1, 4)])
+        await asyncio.gather(*futures)  # the clock never moves
+
+    engine = run(SchedulerConfig(BatchPolicy.WINDOW, max_batch_size=3, max_wait=10.0), body)
+    assert engine.batches == [[1.0, 2.0, 3.0]]
+
+
+def test_none_runs_whole_files_one_at_a_time() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        audio = np.zeros(16000, dtype=np.float32)
+        futures = [s.submit_whole(f"j{n}", 1, OPTS, audio) for n in range(3)]
+        results = await asyncio.gather(*futures)
+        assert [r.duration for r in results] == [1.0, 1.0, 1.0]
+
+    engine = run(SchedulerConfig(BatchPolicy.NONE, max_batch_size=8), body)
+    assert engine.wholes == 3 and engine.batches == []
+
+
+def test_interactive_jumps_queued_async_work() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        engine.gate.clear()
+        blocker = s.submit_chunks("x", 1, OPTS, [chunk(9.0)])
+        await busy(engine)
+        background = s.submit_chunks(
+            "bg", Priority.BATCH, OPTS, [chunk(float(n)) for n in range(10, 14)]
+        )
+        urgent = s.submit_chunks("me", Priority.INTERACTIVE, OPTS, [chunk(1.0)])
+        await settle()
+        engine.gate.set()
+        await asyncio.gather(*blocker, *background, *urgent)
+
+    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=1), body)
+    assert engine.batches[1] == [1.0]
+
+
+def test_different_options_never_share_a_batch() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        engine.gate.clear()
+        blocker = s.submit_chunks("x", 1, OPTS, [chunk(9.0)])
+        await busy(engine)
+        beam1 = TranscriptionOptions(beam_size=1)
+        a = s.submit_chunks("a", 1, OPTS, [chunk(1.0)])
+        b = s.submit_chunks("b", 1, beam1, [chunk(2.0)])
+        await settle()
+        engine.gate.set()
+        await asyncio.gather(*blocker, *a, *b)
+
+    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    assert engine.batches == [[9.0], [1.0], [2.0]]
+
+
+def test_cancelled_and_expired_chunks_never_run() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        engine.gate.clear()
+        blocker = s.submit_chunks("x", 1, OPTS, [chunk(9.0)])
+        await busy(engine)
+        (cancelled,) = s.submit_chunks("c", 1, OPTS, [chunk(1.0)])
+        (expiring,) = s.submit_chunks("d", 1, OPTS, [chunk(2.0)], deadline=clock.now() + 1)
+        (kept,) = s.submit_chunks("k", 1, OPTS, [chunk(3.0)])
+        cancelled.cancel()
+        clock.advance(2)
+        engine.gate.set()
+        await asyncio.gather(*blocker, kept)
+        with pytest.raises(DeadlineExceeded):
+            await expiring
+        assert s.stats.dropped == 2
+
+    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    assert engine.batches == [[9.0], [3.0]]
+
+
+def test_a_poison_chunk_fails_alone() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        engine.gate.clear()
+        blocker = s.submit_chunks("x", 1, OPTS, [chunk(9.0)])
+        await busy(engine)
+        good = s.submit_chunks("a", 1, OPTS, [chunk(1.0), chunk(2.0)])
+        (bad,) = s.submit_chunks("b", 1, OPTS, [chunk(6.66)])
+        await settle()
+        engine.gate.set()
+        await asyncio.gather(*blocker, *good)
+        with pytest.raises(RuntimeError, match="poison"):
+            await bad
+
+    run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body, FakeEngine(fail_on=6.66))
+
+
+def test_stats_count_batches_and_queue() -> None:
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        await asyncio.gather(*s.submit_chunks("a", 1, OPTS, [chunk(1.0), chunk(2.0)]))
+        snap = s.stats.snapshot()
+        assert snap["items"] == 2 and snap["audio_seconds"] == 3.0
+        assert snap["queued_items"] == {"1": 0}
+
+    run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
