@@ -120,6 +120,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = load_engines)
         description="Whisper transcription built around a dynamic batching scheduler.",
     )
     app.state.context = context
+    app.middleware("http")(context.metrics.middleware)
     install_error_handlers(app)
     for router in (health_routes.router, audio_routes.router, job_routes.router):
         app.include_router(router)
@@ -136,13 +137,17 @@ async def _start(
         max_batch_size=settings.max_batch_size,
         max_wait=settings.max_wait_ms / 1000,
     )
-    scheduler = Scheduler([Device(f"{i}", engine) for i, engine in enumerate(engines)], config)
+    metrics = context.metrics
+    devices = [Device(f"{i}", engine) for i, engine in enumerate(engines)]
+    scheduler = Scheduler(devices, config, on_batch=metrics.observe_batch)
+    metrics.watch_scheduler(scheduler.stats)
     preprocess = ThreadPoolExecutor(
         settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
     )
     webhooks = WebhookSender(settings, service.store, job_view)
 
     def on_finished(job: Job) -> None:
+        metrics.job_finished(job)
         if job.callback_url:
             webhooks.kick()
         if settings.audio_retention_s == 0 and job.audio_path:
@@ -158,7 +163,7 @@ async def _start(
         preprocess,
         on_finished,
     )
-    recovered = await service.queue.recover()
+    recovered = 0
     for job in await service.store.unfinished():
         await service.queue.put(job.id, job.priority)
     runtime = Runtime(settings, engines, scheduler, worker, webhooks, preprocess)

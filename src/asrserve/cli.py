@@ -56,6 +56,10 @@ def parser() -> argparse.ArgumentParser:
     for sub in (serve, transcribe):
         for flag, (_, kind, text) in SERVE_FLAGS.items():
             sub.add_argument(flag, type=kind, default=None, help=text)
+    bench = commands.add_parser("bench", help="load-test policies side by side")
+    from asrserve.bench.cli import add_arguments
+
+    add_arguments(bench)
     transcribe.add_argument("files", nargs="+", type=Path)
     transcribe.add_argument("--format", default="txt", choices=["txt", "json", "srt", "vtt"])
     transcribe.add_argument(
@@ -66,6 +70,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "bench":
+        from asrserve.bench.cli import run
+
+        return run(args)
     try:
         settings = build_settings(args)
     except ValidationError as exc:

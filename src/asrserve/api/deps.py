@@ -9,12 +9,14 @@ from typing import Any
 from fastapi import Request
 
 from asrserve.api.forms import ModelInfo
+from asrserve.metrics import Metrics
 from asrserve.service import Service
 
 
 @dataclass
 class ApiContext:
     service: Service
+    metrics: Metrics = field(default_factory=Metrics)
     model: ModelInfo | None = None  # set once the model is loaded
     scheduler_view: Callable[[], dict[str, Any]] = field(default=lambda: {})
 

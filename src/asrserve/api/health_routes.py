@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
@@ -27,3 +29,8 @@ async def readyz(ctx: ApiContext = Depends(context)) -> dict[str, str]:  # noqa:
 @router.get("/v1/scheduler")
 async def scheduler(ctx: ApiContext = Depends(context)) -> dict[str, Any]:  # noqa: B008
     return ctx.scheduler_view()
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(ctx: ApiContext = Depends(context)) -> Response:  # noqa: B008
+    return Response(ctx.metrics.render(), media_type=CONTENT_TYPE_LATEST)

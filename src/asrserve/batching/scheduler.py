@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,11 +26,14 @@ import numpy as np
 from asrserve.batching.clock import Clock, MonotonicClock
 from asrserve.batching.policies import Selection, select_batch
 from asrserve.batching.stats import BatchRecord, SchedulerStats
-from asrserve.engine.base import ChunkInput, Engine, RawSegment
+from asrserve.engine.base import CHUNK_SECONDS, ChunkInput, Engine, RawSegment
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import BatchPolicy
 
 log = logging.getLogger(__name__)
+
+FRAMES_PER_SECOND = 100
+WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
 
 
 class DeadlineExceeded(Exception):
@@ -61,6 +65,15 @@ class WorkItem:
     @property
     def key(self) -> TranscriptionOptions:
         return self.options
+
+    @property
+    def frames(self) -> tuple[int, int]:
+        """(encoder input frames, of which real audio): the rest is padding."""
+        real = round(self.duration * FRAMES_PER_SECOND)
+        if self.chunk is not None:
+            return self.chunk.features.shape[-1], min(real, self.chunk.features.shape[-1])
+        windows = max(1, math.ceil(self.duration / CHUNK_SECONDS))
+        return windows * WINDOW_FRAMES, real
 
     @property
     def duration(self) -> float:
@@ -230,6 +243,7 @@ class Scheduler:
             log.exception("batch of %d failed on %s", len(batch), device.name)
             outputs = [exc] * len(batch)
         finished = self.clock.now()
+        frames = [item.frames for item in batch]
         record = BatchRecord(
             device=device.name,
             size=len(batch),
@@ -237,6 +251,8 @@ class Scheduler:
             finished=finished,
             waits=[started - item.enqueued_at for item in batch],
             audio_seconds=sum(item.duration for item in batch),
+            padded_frames=sum(total - real for total, real in frames),
+            total_frames=sum(total for total, _ in frames),
         )
         self.stats.record(record)
         if self._on_batch is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,8 @@ class BatchRecord:
     finished: float
     waits: list[float]  # per item: seconds between enqueue and dispatch
     audio_seconds: float
+    padded_frames: int = 0  # encoder input frames that were padding
+    total_frames: int = 0
 
     @property
     def compute(self) -> float:
@@ -33,6 +36,9 @@ class SchedulerStats:
     batch_sizes: Counter[int] = field(default_factory=Counter)
     busy_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     wait_seconds_total: float = 0.0
+    padded_frames: int = 0
+    total_frames: int = 0
+    started: float = field(default_factory=time.monotonic)
 
     def queued(self, priority: int, seconds: float, delta: int) -> None:
         self.queued_items[priority] += delta
@@ -45,6 +51,15 @@ class SchedulerStats:
         self.batch_sizes[batch.size] += 1
         self.busy_seconds[batch.device] += batch.compute
         self.wait_seconds_total += sum(batch.waits)
+        self.padded_frames += batch.padded_frames
+        self.total_frames += batch.total_frames
+
+    def padding_waste(self) -> float:
+        return self.padded_frames / self.total_frames if self.total_frames else 0.0
+
+    def busy_fraction(self) -> dict[str, float]:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        return {d: min(self.busy_seconds[d] / elapsed, 1.0) for d in self.devices}
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -59,5 +74,7 @@ class SchedulerStats:
             "queued_audio_seconds": {
                 str(k): round(max(v, 0.0), 3) for k, v in sorted(self.queued_seconds.items())
             },
+            "padding_waste": round(self.padding_waste(), 4),
             "device_busy_seconds": {d: round(self.busy_seconds[d], 3) for d in self.devices},
+            "device_busy_fraction": {d: round(f, 4) for d, f in self.busy_fraction().items()},
         }

@@ -1,0 +1,121 @@
+"""Load generation over real HTTP: closed loop (C clients) or open loop (Poisson/bursty)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AudioFile:
+    path: Path
+    duration: float
+    reference: str | None
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Sample:
+    file: AudioFile
+    latency: float
+    status: int
+    text: str
+
+
+@dataclass
+class LoadResult:
+    wall: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def ok(self) -> list[Sample]:
+        return [s for s in self.samples if s.status == 200]
+
+    def percentile(self, q: float) -> float:
+        latencies = [s.latency for s in self.ok]
+        return float(np.percentile(latencies, q)) if latencies else float("nan")
+
+    @property
+    def audio_per_wall(self) -> float:
+        return sum(s.file.duration for s in self.ok) / self.wall if self.wall else 0.0
+
+    @property
+    def requests_per_s(self) -> float:
+        return len(self.ok) / self.wall if self.wall else 0.0
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """``concurrency`` for a closed loop, or ``rate`` (req/s) for an open loop."""
+
+    requests: int
+    concurrency: int = 1
+    rate: float | None = None
+    burst: int = 1  # open loop: arrivals come in groups of this size
+    seed: int = 0
+
+    def describe(self) -> str:
+        if self.rate is None:
+            return f"closed loop, {self.concurrency} client(s)"
+        kind = "Poisson" if self.burst == 1 else f"bursts of {self.burst}"
+        return f"open loop, {self.rate:g} req/s ({kind})"
+
+
+async def _send(client: httpx.AsyncClient, file: AudioFile, fields: dict[str, str]) -> Sample:
+    start = time.perf_counter()
+    response = await client.post(
+        "/v1/audio/transcriptions", data=fields, files={"file": (file.path.name, file.data)}
+    )
+    latency = time.perf_counter() - start
+    text = response.json().get("text", "") if response.status_code == 200 else response.text
+    return Sample(file=file, latency=latency, status=response.status_code, text=text)
+
+
+async def run_load(
+    url: str, files: list[AudioFile], pattern: Pattern, fields: dict[str, str]
+) -> LoadResult:
+    order = [files[i % len(files)] for i in range(pattern.requests)]
+    result = LoadResult()
+    limits = httpx.Limits(max_connections=max(pattern.concurrency, 64))
+    async with httpx.AsyncClient(base_url=url, timeout=3600, limits=limits) as client:
+        start = time.perf_counter()
+        if pattern.rate is None:
+            result.samples = await _closed(client, order, pattern.concurrency, fields)
+        else:
+            result.samples = await _open(client, order, pattern, fields)
+        result.wall = time.perf_counter() - start
+    return result
+
+
+async def _closed(
+    client: httpx.AsyncClient, order: list[AudioFile], concurrency: int, fields: dict[str, str]
+) -> list[Sample]:
+    queue = list(reversed(order))
+    samples: list[Sample] = []
+
+    async def client_loop() -> None:
+        while queue:
+            samples.append(await _send(client, queue.pop(), fields))
+
+    await asyncio.gather(*(client_loop() for _ in range(concurrency)))
+    return samples
+
+
+async def _open(
+    client: httpx.AsyncClient, order: list[AudioFile], pattern: Pattern, fields: dict[str, str]
+) -> list[Sample]:
+    assert pattern.rate is not None
+    rng = random.Random(pattern.seed)
+    tasks = []
+    for index, file in enumerate(order):
+        if index % pattern.burst == 0 and index:
+            # Groups arrive as a Poisson process with the rate scaled to keep req/s.
+            await asyncio.sleep(rng.expovariate(pattern.rate / pattern.burst))
+        tasks.append(asyncio.create_task(_send(client, file, fields)))
+    return list(await asyncio.gather(*tasks))

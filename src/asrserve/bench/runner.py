@@ -1,0 +1,204 @@
+"""Side-by-side benchmark: each policy against its own fresh server, in one invocation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from asrserve.audio.decode import decode
+from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
+from asrserve.bench.server import ServerProcess
+from asrserve.corpus import build_corpus, load_refs
+from asrserve.settings import Settings
+from asrserve.wer import wer
+
+AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".webm", ".mp4"}
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    policies: Sequence[str]
+    patterns: Sequence[Pattern]
+    server_env: dict[str, str]
+    url: str | None = None
+    offline: bool = False
+
+
+@dataclass(frozen=True)
+class Row:
+    policy: str
+    pattern: str
+    result: LoadResult
+    scheduler: dict[str, Any]
+    wer: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "policy": self.policy,
+            "pattern": self.pattern,
+            "requests": len(r.samples),
+            "errors": len(r.samples) - len(r.ok),
+            "wall_s": round(r.wall, 3),
+            "audio_s_per_wall_s": round(r.audio_per_wall, 3),
+            "requests_per_s": round(r.requests_per_s, 3),
+            "p50_s": round(r.percentile(50), 3),
+            "p95_s": round(r.percentile(95), 3),
+            "p99_s": round(r.percentile(99), 3),
+            "mean_batch_size": self.scheduler.get("mean_batch_size"),
+            "padding_waste": self.scheduler.get("padding_waste"),
+            "wer": None if self.wer is None else round(self.wer, 4),
+        }
+
+
+def load_audio(folder: Path | None, refs_path: Path | None) -> list[AudioFile]:
+    """Files of a folder with their references, or the synthetic 2–30 s corpus."""
+    if folder is None:
+        root = Path(".corpus") / "bench"
+        build_corpus(root, n_clips=24, long_clip_seconds=0.0)
+        folder, refs_path = root, root / "refs.json"
+    refs = load_refs(refs_path) if refs_path else {}
+    files = []
+    for path in sorted(p for p in folder.iterdir() if p.suffix.lower() in AUDIO_SUFFIXES):
+        duration = decode(path, 4 * 3600).shape[0] / 16_000
+        if 2.0 <= duration <= 30.0 or refs_path is not None:
+            files.append(AudioFile(path, duration, refs.get(path.name), path.read_bytes()))
+    if not files:
+        raise SystemExit(f"no audio files in {folder}")
+    return files
+
+
+def scheduler_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    batches = after["batches"] - before["batches"]
+    items = after["items"] - before["items"]
+    return {
+        "mean_batch_size": round(items / batches, 2) if batches else None,
+        "padding_waste": after.get("padding_waste"),
+    }
+
+
+def measure_policy(
+    policy: str, config: BenchConfig, files: list[AudioFile], fields: dict[str, str]
+) -> list[Row]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="asrserve-bench-") as tmp:
+        server = None
+        url = config.url
+        if url is None:
+            env = {**config.server_env, "ASRSERVE_BATCH_POLICY": policy}
+            server = ServerProcess(Path(tmp) / "data", env=env).start(timeout=120)
+            url = server.url
+        try:
+            asyncio.run(run_load(url, files[:2], Pattern(requests=2), fields))  # warm-up
+            for pattern in config.patterns:
+                before = httpx.get(f"{url}/v1/scheduler").json()
+                result = asyncio.run(run_load(url, files, pattern, fields))
+                after = httpx.get(f"{url}/v1/scheduler").json()
+                rows.append(
+                    Row(
+                        policy,
+                        pattern.describe(),
+                        result,
+                        scheduler_delta(before, after),
+                        _wer(result),
+                    )
+                )
+        finally:
+            if server is not None:
+                server.stop()
+    return rows
+
+
+def _wer(result: LoadResult) -> float | None:
+    pairs = [(s.file.reference, s.text) for s in result.ok if s.file.reference is not None]
+    if not pairs:
+        return None
+    return wer([ref for ref, _ in pairs if ref is not None], [hyp for _, hyp in pairs])
+
+
+def offline_limit(files: list[AudioFile], settings: Settings, beam_size: int) -> dict[str, Any]:
+    """The engine alone: features precomputed, batched encode + generate, no server."""
+    from asrserve.app import load_engines
+    from asrserve.audio.features import prepare
+    from asrserve.jobs.models import TranscriptionOptions
+
+    engines = load_engines(settings)
+    options = TranscriptionOptions(beam_size=beam_size)
+    start = time.perf_counter()
+    prepared = [prepare(f.path, engines[0], max_seconds=4 * 3600, vad=True) for f in files]
+    prep = time.perf_counter() - start
+    chunks = [(p, c) for p in prepared for c in p.chunks]
+    chunks.sort(key=lambda pc: pc[1].duration)  # like lengths together, as the scheduler does
+    start = time.perf_counter()
+    _run_replicas(engines, [c for _, c in chunks], options, settings.max_batch_size)
+    compute = time.perf_counter() - start
+    audio = sum(f.duration for f in files)
+    return {
+        "audio_s": round(audio, 2),
+        "preprocess_s": round(prep, 3),
+        "engine_s": round(compute, 3),
+        "audio_s_per_wall_s": round(audio / compute, 3),
+        "with_preprocessing": round(audio / (compute + prep), 3),
+    }
+
+
+def _run_replicas(engines: Sequence[Any], chunks: list[Any], options: Any, size: int) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = [chunks[i : i + size] for i in range(0, len(chunks), size)]
+    with ThreadPoolExecutor(len(engines)) as pool:
+        list(
+            pool.map(
+                lambda ib: engines[ib[0] % len(engines)].transcribe_batch(ib[1], options),
+                enumerate(batches),
+            )
+        )
+
+
+def report(rows: list[Row], offline: dict[str, Any] | None) -> str:
+    lines = [
+        "| policy | load | req | err | audio s / wall s | req/s | p50 s | p95 s | p99 s "
+        "| mean batch | padding | WER | × none |",
+        "|" + "---|" * 13,
+    ]
+    base = {row.pattern: row for row in rows if row.policy == "none"}
+    for row in rows:
+        d = row.as_dict()
+        ref = base.get(row.pattern)
+        ratio = (
+            f"{d['audio_s_per_wall_s'] / ref.result.audio_per_wall:.2f}×"
+            if ref is not None and ref.result.audio_per_wall
+            else "–"
+        )
+        lines.append(
+            f"| {row.policy} | {row.pattern} | {d['requests']} | {d['errors']} "
+            f"| {d['audio_s_per_wall_s']:.2f} | {d['requests_per_s']:.2f} | {d['p50_s']:.2f} "
+            f"| {d['p95_s']:.2f} | {d['p99_s']:.2f} | {d['mean_batch_size']} "
+            f"| {d['padding_waste']} | {d['wer']} | {ratio} |"
+        )
+    if offline is not None:
+        lines.append("")
+        lines.append(
+            f"offline limit (engine only, batched, no server): "
+            f"{offline['audio_s_per_wall_s']:.2f} audio s / wall s "
+            f"({offline['with_preprocessing']:.2f} with decode+VAD+features)"
+        )
+        for row in rows:
+            share = row.result.audio_per_wall / offline["audio_s_per_wall_s"]
+            lines.append(f"  {row.policy}, {row.pattern}: {share:.2f}× the offline limit")
+    return "\n".join(lines)
+
+
+def write_json(
+    path: Path, rows: list[Row], offline: dict[str, Any] | None, meta: dict[str, Any]
+) -> None:
+    body = {"meta": meta, "runs": [row.as_dict() for row in rows], "offline": offline}
+    path.write_text(json.dumps(body, indent=2), encoding="utf-8")

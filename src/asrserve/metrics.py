@@ -1,0 +1,124 @@
+"""Prometheus metrics, in a registry per app (no process-global state)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable
+
+from fastapi import Request, Response
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from asrserve.batching.stats import BatchRecord, SchedulerStats
+from asrserve.jobs.models import Job, Priority
+
+BATCH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128)
+SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.http_requests = Counter(
+            "asrserve_http_requests", "HTTP requests", ["route", "method", "status"], registry=r
+        )
+        self.http_latency = Histogram(
+            "asrserve_http_request_seconds",
+            "HTTP request latency",
+            ["route", "method"],
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.jobs = Counter("asrserve_jobs", "Finished jobs by outcome", ["outcome"], registry=r)
+        self.batch_size = Histogram(
+            "asrserve_batch_size", "Chunks per batch", buckets=BATCH_BUCKETS, registry=r
+        )
+        self.queue_wait = Histogram(
+            "asrserve_queue_wait_seconds",
+            "Chunk wait between enqueue and dispatch",
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.compute = Histogram(
+            "asrserve_batch_compute_seconds",
+            "Device time per batch",
+            ["device"],
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.audio = Counter(
+            "asrserve_audio_seconds_processed", "Audio seconds run on devices", registry=r
+        )
+        self.padded = Counter(
+            "asrserve_padded_frames", "Encoder frames that were padding", registry=r
+        )
+        self.frames = Counter("asrserve_encoder_frames", "Encoder frames run", registry=r)
+        self.busy = Counter(
+            "asrserve_device_busy_seconds", "Seconds each device computed", ["device"], registry=r
+        )
+
+    def observe_batch(self, record: BatchRecord) -> None:
+        self.batch_size.observe(record.size)
+        for wait in record.waits:
+            self.queue_wait.observe(wait)
+        self.compute.labels(record.device).observe(record.compute)
+        self.busy.labels(record.device).inc(record.compute)
+        self.audio.inc(record.audio_seconds)
+        self.padded.inc(record.padded_frames)
+        self.frames.inc(record.total_frames)
+
+    def job_finished(self, job: Job) -> None:
+        self.jobs.labels(job.status.value).inc()
+
+    def watch_scheduler(self, stats: SchedulerStats) -> None:
+        self.registry.register(_SchedulerCollector(stats))
+
+    async def middleware(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        self.http_requests.labels(path, request.method, str(response.status_code)).inc()
+        self.http_latency.labels(path, request.method).observe(time.perf_counter() - start)
+        return response
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _SchedulerCollector(Collector):
+    """Gauges read from the scheduler's live counters at scrape time."""
+
+    def __init__(self, stats: SchedulerStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterable[Metric]:
+        stats = self._stats
+        chunks = GaugeMetricFamily(
+            "asrserve_queued_chunks", "Chunks waiting for a device", labels=["priority"]
+        )
+        seconds = GaugeMetricFamily(
+            "asrserve_queued_audio_seconds",
+            "Audio seconds waiting for a device",
+            labels=["priority"],
+        )
+        for priority in Priority:
+            name = priority.name.lower()
+            chunks.add_metric([name], stats.queued_items[priority])
+            seconds.add_metric([name], max(stats.queued_seconds[priority], 0.0))
+        busy = GaugeMetricFamily(
+            "asrserve_device_busy_fraction",
+            "Share of wall time each device computed",
+            labels=["device"],
+        )
+        for device, fraction in stats.busy_fraction().items():
+            busy.add_metric([device], fraction)
+        waste = GaugeMetricFamily(
+            "asrserve_padding_waste_ratio", "Padded encoder frames / all encoder frames"
+        )
+        waste.add_metric([], stats.padding_waste())
+        yield from (chunks, seconds, busy, waste)

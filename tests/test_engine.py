@@ -1,0 +1,62 @@
+"""The real engine: batched results match unbatched ones; long audio keeps absolute time."""
+
+from __future__ import annotations
+
+import pytest
+
+from asrserve.audio.features import prepare
+from asrserve.corpus import Clip
+from asrserve.engine.base import Engine
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.local import transcribe_prepared
+from asrserve.wer import wer
+
+pytestmark = pytest.mark.slow
+
+
+def test_batching_does_not_change_accuracy(engine: Engine, corpus: list[Clip]) -> None:
+    short = [clip for clip in corpus if clip.duration <= 30]
+    prepared = [prepare(c.path, engine, max_seconds=3600, vad=True) for c in short]
+    refs = [c.text for c in short]
+    for beam in (1, 5):
+        options = TranscriptionOptions(beam_size=beam)
+        # One call per clip (batch size 1) against all clips' chunks stacked in one batch.
+        alone = [transcribe_prepared(engine, p, options, batch_size=1).text for p in prepared]
+        chunks = [chunk for p in prepared for chunk in p.chunks]
+        stacked = engine.transcribe_batch(chunks, options)
+        texts, at = [], 0
+        for p in prepared:
+            segments = stacked[at : at + len(p.chunks)]
+            at += len(p.chunks)
+            texts.append("".join(s.text for chunk in segments for s in chunk).strip())
+        wer_alone, wer_batched = wer(refs, alone), wer(refs, texts)
+        print(f"beam {beam}: WER batch 1 {wer_alone:.4f}, batch {len(chunks)} {wer_batched:.4f}")
+        assert abs(wer_alone - wer_batched) <= 0.01
+
+
+def test_long_audio_is_whole_with_absolute_timestamps(engine: Engine, corpus: list[Clip]) -> None:
+    long_clip = max(corpus, key=lambda clip: clip.duration)
+    assert long_clip.duration > 120
+    prepared = prepare(long_clip.path, engine, max_seconds=3600, vad=True)
+    assert len(prepared.chunks) >= 5  # really split into ≤30 s windows
+    assert all(chunk.duration <= 30.0 for chunk in prepared.chunks)
+    transcript = transcribe_prepared(
+        engine, prepared, TranscriptionOptions(beam_size=1), batch_size=8
+    )
+    starts = [s.start for s in transcript.segments]
+    assert starts == sorted(starts)
+    assert transcript.segments[-1].end <= long_clip.duration + 0.05
+    assert transcript.segments[-1].end > long_clip.duration - 10  # reaches the end of the file
+    assert wer([long_clip.text], [transcript.text]) <= 0.25
+
+
+def test_word_timestamps_within_the_clip(engine: Engine, corpus: list[Clip]) -> None:
+    clip = corpus[1]
+    prepared = prepare(clip.path, engine, max_seconds=3600, vad=True)
+    transcript = transcribe_prepared(
+        engine, prepared, TranscriptionOptions(beam_size=1, word_timestamps=True), batch_size=4
+    )
+    words = transcript.words
+    assert words
+    assert all(0 <= w.start <= w.end <= clip.duration + 0.05 for w in words)
+    assert [w.start for w in words] == sorted(w.start for w in words)
