@@ -163,7 +163,7 @@ async def _start(
         preprocess,
         on_finished,
     )
-    recovered = 0
+    recovered = await service.queue.recover()
     for job in await service.store.unfinished():
         await service.queue.put(job.id, job.priority)
     runtime = Runtime(settings, engines, scheduler, worker, webhooks, preprocess)
