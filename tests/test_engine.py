@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from asrserve.audio.features import prepare
@@ -60,3 +62,17 @@ def test_word_timestamps_within_the_clip(engine: Engine, corpus: list[Clip]) -> 
     assert words
     assert all(0 <= w.start <= w.end <= clip.duration + 0.05 for w in words)
     assert [w.start for w in words] == sorted(w.start for w in words)
+
+
+def test_silence_gives_no_text(engine: Engine, tmp_path: Path) -> None:
+    import wave
+
+    path = tmp_path / "silence.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(b"\0\0" * 16000 * 8)
+    prepared = prepare(path, engine, max_seconds=60, vad=True)
+    transcript = transcribe_prepared(engine, prepared, TranscriptionOptions(), batch_size=1)
+    assert transcript.text == ""

@@ -136,6 +136,7 @@ async def _start(
         policy=settings.batch_policy,
         max_batch_size=settings.max_batch_size,
         max_wait=settings.max_wait_ms / 1000,
+        max_age=settings.max_queue_age_s,
     )
     metrics = context.metrics
     devices = [Device(f"{i}", engine) for i, engine in enumerate(engines)]

@@ -31,6 +31,8 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--batch-policy": ("batch_policy", BatchPolicy, "greedy, window or none"),
     "--max-batch-size": ("max_batch_size", int, "chunks per batch"),
     "--max-wait-ms": ("max_wait_ms", float, "window policy: wait after first arrival"),
+    "--max-queue-age-s": ("max_queue_age_s", float, "aging bound before a chunk jumps ahead"),
+    "--sync-timeout-s": ("sync_timeout_s", float, "deadline of synchronous requests"),
     "--max-sync-upload-bytes": ("max_sync_upload_bytes", int, "sync endpoint byte limit"),
     "--max-job-upload-bytes": ("max_job_upload_bytes", int, "/v1/jobs byte limit"),
     "--max-audio-seconds": ("max_audio_seconds", float, "audio duration limit"),
@@ -40,12 +42,26 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
 
 
 def build_settings(args: argparse.Namespace) -> Settings:
-    overrides = {
+    overrides: dict[str, Any] = {
         field: getattr(args, flag[2:].replace("-", "_"))
         for flag, (field, _, _) in SERVE_FLAGS.items()
         if getattr(args, flag[2:].replace("-", "_"), None) is not None
     }
+    if getattr(args, "devices", None):
+        overrides.update(parse_devices(args.devices))
     return Settings(**overrides)
+
+
+def parse_devices(value: str) -> dict[str, Any]:
+    """``cpu`` or ``cuda:0,cuda:1`` → device and device indices (one replica each)."""
+    parts = [part.strip() for part in value.split(",") if part.strip()]
+    kinds = {part.split(":")[0] for part in parts}
+    if kinds == {"cpu"}:
+        return {"device": "cpu"}
+    if kinds != {"cuda"}:
+        raise SystemExit(f"asrserve: --devices takes 'cpu' or 'cuda:N,...', not {value!r}")
+    indices = tuple(int(part.split(":")[1]) if ":" in part else 0 for part in parts)
+    return {"device": "cuda", "device_index": indices}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,6 +72,7 @@ def parser() -> argparse.ArgumentParser:
     for sub in (serve, transcribe):
         for flag, (_, kind, text) in SERVE_FLAGS.items():
             sub.add_argument(flag, type=kind, default=None, help=text)
+        sub.add_argument("--devices", help="'cpu' or 'cuda:0,cuda:1': one model replica each")
     bench = commands.add_parser("bench", help="load-test policies side by side")
     from asrserve.bench.cli import add_arguments
 

@@ -37,6 +37,7 @@ class Service:
         options: TranscriptionOptions,
         priority: Priority,
         callback_url: str | None = None,
+        deadline_s: float | None = None,
     ) -> Job:
         """Validate the stored upload, then record and enqueue the job (durable on return)."""
         if upload.path is None:
@@ -58,6 +59,7 @@ class Service:
             audio_bytes=upload.size,
             audio_duration=duration,
             callback_url=callback_url,
+            deadline_at=None if deadline_s is None else time.time() + deadline_s,
         )
         await self.store.create(job)
         await self.queue.put(job.id, priority)

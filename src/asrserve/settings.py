@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     batch_policy: BatchPolicy = BatchPolicy.GREEDY
     max_batch_size: int = Field(16, ge=1, le=256)
     max_wait_ms: float = Field(20.0, ge=0)
+    max_queue_age_s: float = Field(
+        30.0, gt=0, description="A chunk waiting longer jumps every priority and length rule."
+    )
     prefetch_jobs: int = Field(32, ge=1, description="Jobs claimed ahead of the device loops.")
     preprocess_threads: int = Field(0, ge=0, description="Audio decode/feature threads; 0 = cores.")
 

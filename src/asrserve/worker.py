@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -169,12 +170,17 @@ class Worker:
                 whole=whole,
             ),
         )
+        deadline = None
+        if job.deadline_at is not None:  # wall clock → the scheduler's monotonic clock
+            deadline = self._scheduler.clock.now() + (job.deadline_at - time.time())
         if whole:
             result: Transcript = await self._scheduler.submit_whole(
-                job.id, job.priority, job.options, prepared.audio
+                job.id, job.priority, job.options, prepared.audio, deadline
             )
             return result
-        futures = self._scheduler.submit_chunks(job.id, job.priority, job.options, prepared.chunks)
+        futures = self._scheduler.submit_chunks(
+            job.id, job.priority, job.options, prepared.chunks, deadline
+        )
         try:
             per_chunk = await asyncio.gather(*futures)
         finally:

@@ -120,5 +120,8 @@ def test_plan_without_vad_cuts_30s_windows() -> None:
     assert [c.offset for c in p.chunks] == [0.0, 30.0, 60.0]
 
 
-def test_plan_of_silence_has_no_chunks() -> None:
+def test_short_audio_is_one_window_and_silence_has_no_chunks() -> None:
+    short = plan(np.zeros(16000 * 5, dtype=np.float32), vad=False)
+    assert [(c.offset, c.duration) for c in short.chunks] == [(0.0, 5.0)]
     assert plan(np.zeros(16000 * 5, dtype=np.float32), vad=True).chunks == []
+    assert plan(np.zeros(16000 * 65, dtype=np.float32), vad=True).chunks == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -39,15 +40,13 @@ async def create_transcription(
     except ApiError:
         upload.remove()
         raise
-    job = await service.submit(job_id, upload, parsed.options, Priority.INTERACTIVE)
-    done = await service.wait(job.id, service.settings.sync_timeout_s)
+    timeout = min(parsed.deadline_s or math.inf, service.settings.sync_timeout_s)
+    job = await service.submit(
+        job_id, upload, parsed.options, Priority.INTERACTIVE, deadline_s=timeout
+    )
+    done = await service.wait(job.id, timeout + 1.0)  # the worker fails it at the deadline
     if done is None or not done.status.finished:
-        raise ApiError(
-            504,
-            f"transcription did not finish within {service.settings.sync_timeout_s:g} s;"
-            f" it continues as job {job.id}",
-            code="timeout",
-        )
+        raise ApiError(504, f"transcription did not finish within {timeout:g} s", code="timeout")
     return transcript_response(done, parsed.response_format, words=parsed.words)
 
 

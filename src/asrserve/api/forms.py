@@ -26,6 +26,7 @@ class Request:
     options: TranscriptionOptions
     response_format: ResponseFormat
     words: bool  # word timestamps were asked for
+    deadline_s: float | None  # drop the work if no device has started it by then
 
 
 def parse_request(upload: Upload, model: ModelInfo) -> Request:
@@ -48,7 +49,9 @@ def parse_request(upload: Upload, model: ModelInfo) -> Request:
             _number(upload.get("beam_size"), "beam_size", 1, 20, model.default_beam_size)
         ),
     )
-    return Request(options=options, response_format=fmt, words=words)
+    deadline = upload.get("deadline_s")
+    deadline_s = None if not deadline else _number(deadline, "deadline_s", 0.001, 7 * 86400, 0)
+    return Request(options=options, response_format=fmt, words=words, deadline_s=deadline_s)
 
 
 def parse_callback(value: str | None) -> str | None:

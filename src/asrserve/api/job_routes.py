@@ -37,7 +37,9 @@ async def create_job(
     except ApiError:
         upload.remove()
         raise
-    job = await service.submit(job_id, upload, parsed.options, Priority.ASYNC, callback)
+    job = await service.submit(
+        job_id, upload, parsed.options, Priority.ASYNC, callback, parsed.deadline_s
+    )
     return JSONResponse(job_view(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
 

@@ -26,6 +26,11 @@ def transcription_form(*, sync: bool) -> dict[str, Any]:
             "items": {"type": "string", "enum": ["word", "segment"]},
         },
         "beam_size": {"type": "integer", "minimum": 1, "maximum": 20},
+        "deadline_s": {
+            "type": "number",
+            "description": "Drop the work (504) if no device "
+            "has started it within this many seconds.",
+        },
     }
     if not sync:
         properties["callback_url"] = {

@@ -1,8 +1,9 @@
 """Splitting a file into ≤30 s speech windows, and mapping results back to file time.
 
-Silero VAD (bundled with faster-whisper) finds speech; regions are packed into windows of
-at most 30 s with the silence between them removed, exactly as faster-whisper's batched
-pipeline does. Each window's decoded timestamps live on that speech-only timeline and are
+A file that fits one 30 s window is one chunk. For longer files Silero VAD (bundled with
+faster-whisper) finds speech; regions are packed into windows of at most 30 s with the
+silence between them removed, exactly as faster-whisper's batched pipeline does. Each
+window's decoded timestamps live on that speech-only timeline and are
 mapped back to the original file's time by :func:`restore`.
 """
 
@@ -44,6 +45,11 @@ def plan(audio: np.ndarray, *, vad: bool) -> AudioPlan:
             {"start": start, "end": min(start + step, audio.shape[0])}
             for start in range(0, audio.shape[0], step)
         ]
+    if speech and duration <= CHUNK_SECONDS:
+        # One window holds it all: decode it as it is, pauses included, like faster-whisper's
+        # sequential path (removing the pauses measurably hurt accuracy).
+        whole = [{"start": 0, "end": audio.shape[0]}]
+        return AudioPlan([ChunkPlan(audio, 0.0, duration)], whole, duration)
     if not speech:
         return AudioPlan(chunks=[], speech=[], duration=duration)
     pieces, metadata = collect_chunks(audio, speech, max_duration=CHUNK_SECONDS)

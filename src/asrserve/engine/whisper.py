@@ -26,6 +26,8 @@ REQUIRED_FILES = ("model.bin", "config.json")
 FRAMES_PER_SECOND = 100  # log-mel frames
 MIN_TAIL_S = 1.0  # undecoded audio at the end of a window worth another pass
 MAX_PASSES = 4  # one pass, plus continuations of windows whisper left unfinished
+NO_SPEECH_THRESHOLD = 0.6  # with LOG_PROB_THRESHOLD: faster-whisper's silence test
+LOG_PROB_THRESHOLD = -1.0
 
 
 def bundled_model_path() -> Path:
@@ -62,7 +64,9 @@ class EngineConfig:
 
 class FasterWhisperEngine(Engine):
     def __init__(self, config: EngineConfig) -> None:
-        from faster_whisper import BatchedInferencePipeline, WhisperModel
+        from faster_whisper import WhisperModel
+
+        from asrserve.engine.pipeline import PromptedPipeline
 
         check_model_dir(config.model_path)
         self.config = config
@@ -75,7 +79,7 @@ class FasterWhisperEngine(Engine):
             cpu_threads=config.cpu_threads,
             local_files_only=True,
         )
-        self._pipeline = BatchedInferencePipeline(self._model)
+        self._pipeline = PromptedPipeline(self._model)
         self.multilingual = bool(self._model.model.is_multilingual)
         log.info(
             "loaded model %s from %s on %s:%d (%s)",
@@ -95,28 +99,48 @@ class FasterWhisperEngine(Engine):
     def transcribe_batch(
         self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
     ) -> list[list[RawSegment]]:
-        if not chunks:
-            return []
-        tokenizer, fw_options = self._decode_setup(options)
-        temperature = fw_options.temperatures[0]
+        """One pass over all chunks, then passes over the tails Whisper left unfinished."""
+        setup = self._decode_setup(options)
         results: list[list[RawSegment]] = [[] for _ in chunks]
         todo = list(enumerate(chunks))
         for _ in range(MAX_PASSES):
-            features = np.stack([chunk.features for _, chunk in todo])
-            metadata = [{"offset": c.offset, "duration": c.duration} for _, c in todo]
-            self._pipeline.last_speech_timestamp = 0.0
-            outputs = self._pipeline.forward(features, tokenizer, metadata, fw_options)
-            resume = []
-            for (index, chunk), chunk_out in zip(todo, outputs, strict=True):
-                segments = [_raw_segment(s, temperature) for s in chunk_out]
-                results[index].extend(segments)
-                rest = _undecoded_tail(chunk, segments)
-                if rest is not None:
-                    resume.append((index, rest))
-            todo = resume
+            # CTranslate2 wants one prompt length per generate call: continuations are
+            # conditioned on different amounts of text, so they run grouped by that length.
+            groups: dict[int, list[tuple[int, ChunkInput]]] = {}
+            for item in todo:
+                groups.setdefault(self._prompt_length(results[item[0]]), []).append(item)
+            todo = [rest for group in groups.values() for rest in self._pass(group, results, setup)]
             if not todo:
                 break
         return results
+
+    def _pass(
+        self,
+        todo: list[tuple[int, ChunkInput]],
+        results: list[list[RawSegment]],
+        setup: tuple[Any, Any],
+    ) -> list[tuple[int, ChunkInput]]:
+        tokenizer, fw_options = setup
+        features = np.stack([chunk.features for _, chunk in todo])
+        metadata = [{"offset": c.offset, "duration": c.duration} for _, c in todo]
+        self._pipeline.last_speech_timestamp = 0.0
+        self._pipeline.previous = [_tokens(results[index]) for index, _ in todo]
+        outputs = self._pipeline.forward(features, tokenizer, metadata, fw_options)
+        resume = []
+        finished = self._pipeline.finished
+        for (index, chunk), chunk_out, done in zip(todo, outputs, finished, strict=True):
+            segments = [_raw_segment(s, fw_options.temperatures[0]) for s in chunk_out]
+            if segments and _silent(segments[0]):
+                continue  # no speech: skip the window, as sequential decoding does
+            results[index].extend(segments)
+            rest = None if done else _undecoded_tail(chunk, segments)
+            if rest is not None:
+                resume.append((index, rest))
+        return resume
+
+    def _prompt_length(self, segments: list[RawSegment]) -> int:
+        limit: int = self._model.max_length // 2 - 1
+        return min(len(_tokens(segments)), limit)
 
     def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:
         segments, info = self._model.transcribe(
@@ -175,8 +199,8 @@ class FasterWhisperEngine(Engine):
             length_penalty=1.0,
             repetition_penalty=1.0,
             no_repeat_ngram_size=0,
-            log_prob_threshold=-1.0,
-            no_speech_threshold=0.6,
+            log_prob_threshold=LOG_PROB_THRESHOLD,
+            no_speech_threshold=NO_SPEECH_THRESHOLD,
             compression_ratio_threshold=2.4,
             condition_on_previous_text=False,
             prompt_reset_on_temperature=0.5,
@@ -215,6 +239,14 @@ def _undecoded_tail(chunk: ChunkInput, segments: list[RawSegment]) -> ChunkInput
     features = np.zeros_like(chunk.features)  # the same zero padding as pad_or_trim
     features[:, : features.shape[1] - frames] = chunk.features[:, frames:]
     return ChunkInput(features=features, offset=chunk.offset + done, duration=chunk.duration - done)
+
+
+def _tokens(segments: list[RawSegment]) -> list[int]:
+    return [token for segment in segments for token in segment.tokens]
+
+
+def _silent(segment: RawSegment) -> bool:
+    return segment.no_speech_prob > NO_SPEECH_THRESHOLD and segment.avg_logprob < LOG_PROB_THRESHOLD
 
 
 def _raw_segment(seg: dict[str, Any], temperature: float) -> RawSegment:

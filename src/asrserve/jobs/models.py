@@ -78,6 +78,7 @@ class Job(BaseModel):
     error: JobError | None = None
     result: Transcript | None = None
     callback_url: str | None = None
+    deadline_at: float | None = None  # epoch s; work not started by then is dropped (504)
     webhook_status: WebhookStatus | None = None
     webhook_attempts: int = 0
     webhook_last_error: str | None = None

@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     callback_url TEXT,
     webhook_status TEXT,
     webhook_attempts INTEGER NOT NULL,
-    webhook_last_error TEXT
+    webhook_last_error TEXT,
+    deadline_at REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
 CREATE INDEX IF NOT EXISTS jobs_webhook ON jobs (webhook_status);

@@ -1,0 +1,81 @@
+"""faster-whisper's batched pipeline, with one prompt per batch item.
+
+The stock ``BatchedInferencePipeline`` gives every item of a batch the same prompt. A
+window that Whisper left unfinished is decoded again from where it stopped (see
+``whisper.py``); like faster-whisper's sequential ``transcribe`` (with its default
+``condition_on_previous_text``), that continuation is conditioned on the text decoded
+before it, so items of one batch need different prompts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from faster_whisper import BatchedInferencePipeline
+
+
+class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
+    """``previous[i]``: tokens to condition item i of the next ``forward`` call on."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
+        self.previous: list[list[int]] = []
+        # Per item of the last call: did Whisper mark the rest of the window as silent?
+        self.finished: list[bool] = []
+
+    def generate_segment_batched(
+        self, features: np.ndarray, tokenizer: Any, options: Any
+    ) -> tuple[Any, list[dict[str, Any]]]:
+        model = self.model
+        initial = tokenizer.encode(options.initial_prompt) if options.initial_prompt else []
+        previous = self.previous or [[] for _ in range(features.shape[0])]
+        prompts = [
+            model.get_prompt(
+                tokenizer,
+                previous_tokens=[*initial, *prev],
+                without_timestamps=options.without_timestamps,
+                hotwords=options.hotwords,
+            )
+            for prev in previous
+        ]
+        encoder_output = model.encode(features)
+        if options.multilingual:
+            detected = model.model.detect_language(encoder_output)
+            position = prompts[0].index(tokenizer.language)
+            for prompt, langs in zip(prompts, detected, strict=True):
+                prompt[len(prompt) - len(prompts[0]) + position] = tokenizer.tokenizer.token_to_id(
+                    langs[0][0]
+                )
+        results = model.model.generate(
+            encoder_output,
+            prompts,
+            beam_size=options.beam_size,
+            patience=options.patience,
+            length_penalty=options.length_penalty,
+            max_length=model.max_length,
+            suppress_blank=options.suppress_blank,
+            suppress_tokens=options.suppress_tokens,
+            return_scores=True,
+            return_no_speech_prob=True,
+            sampling_temperature=options.temperatures[0],
+            repetition_penalty=options.repetition_penalty,
+            no_repeat_ngram_size=options.no_repeat_ngram_size,
+        )
+        output = []
+        self.finished = []
+        for result in results:
+            tokens = result.sequences_ids[0]
+            self.finished.append(
+                len(tokens) >= 2 and tokens[-2] < tokenizer.timestamp_begin <= tokens[-1]
+            )
+            seq_len = len(result.sequences_ids[0])
+            cum_logprob = result.scores[0] * (seq_len**options.length_penalty)
+            output.append(
+                {
+                    "avg_logprob": cum_logprob / (seq_len + 1),
+                    "no_speech_prob": result.no_speech_prob,
+                    "tokens": result.sequences_ids[0],
+                }
+            )
+        return encoder_output, output

@@ -1,0 +1,99 @@
+"""The console script: start-up errors, local transcription, retention."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from asrserve.cli import build_settings, parser
+from asrserve.corpus import Clip
+from tests.conftest import Server
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "asrserve.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_missing_model_is_a_clear_startup_error(tmp_path: Path) -> None:
+    result = run_cli("serve", "--model", str(tmp_path / "nope"), "--port", "0")
+    assert result.returncode == 2
+    assert "is not a CTranslate2 Whisper model" in result.stderr
+    assert "nothing is downloaded" in result.stderr
+
+
+def test_flags_override_settings() -> None:
+    args = parser().parse_args(
+        [
+            "serve",
+            "--port",
+            "9001",
+            "--batch-policy",
+            "window",
+            "--devices",
+            "cuda:0,cuda:1",
+            "--beam-size",
+            "2",
+        ]
+    )
+    settings = build_settings(args)
+    assert (settings.port, settings.batch_policy.value, settings.beam_size) == (9001, "window", 2)
+    assert settings.device == "cuda" and settings.device_index == (0, 1)
+
+
+def test_env_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASRSERVE_MAX_BATCH_SIZE", "7")
+    monkeypatch.setenv("ASRSERVE_DEVICE_INDEX", "0,2")
+    settings = build_settings(parser().parse_args(["serve"]))
+    assert settings.max_batch_size == 7 and settings.device_index == (0, 2)
+
+
+@pytest.mark.slow
+def test_transcribe_files_locally(corpus: list[Clip], tmp_path: Path) -> None:
+    clips = [corpus[0], corpus[1]]
+    result = run_cli(
+        "transcribe",
+        *(str(c.path) for c in clips),
+        "--format",
+        "srt",
+        "--out",
+        str(tmp_path),
+        "--beam-size",
+        "1",
+    )
+    assert result.returncode == 0, result.stderr
+    for clip in clips:
+        srt = (tmp_path / f"{clip.path.stem}.srt").read_text()
+        assert srt.startswith("1\n00:00:")
+    single = run_cli("transcribe", str(clips[0].path), "--beam-size", "1")
+    assert single.returncode == 0 and single.stdout.strip()
+    bad = run_cli("transcribe", str(tmp_path / "missing.wav"))
+    assert bad.returncode == 1 and "missing.wav" in bad.stderr
+
+
+@pytest.mark.slow
+def test_audio_is_removed_per_retention(
+    corpus: list[Clip], make_server: type[Server], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    server = make_server(data, env={"ASRSERVE_AUDIO_RETENTION_S": "1"}).start()
+    with corpus[0].path.open("rb") as fh:
+        job = httpx.post(f"{server.url}/v1/jobs", files={"file": fh}).json()
+    done = httpx.get(f"{server.url}/v1/jobs/{job['id']}", params={"wait": 60}, timeout=70).json()
+    assert done["status"] == "succeeded"
+    deadline = time.monotonic() + 15
+    while any((data / "audio").iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any((data / "audio").iterdir())
+    again = httpx.get(f"{server.url}/v1/jobs/{job['id']}/transcript").text
+    assert again.strip()  # the transcript outlives the audio
