@@ -75,6 +75,8 @@ class SchedulerStats:
                 str(k): round(max(v, 0.0), 3) for k, v in sorted(self.queued_seconds.items())
             },
             "padding_waste": round(self.padding_waste(), 4),
+            "padded_frames": self.padded_frames,
+            "total_frames": self.total_frames,
             "device_busy_seconds": {d: round(self.busy_seconds[d], 3) for d in self.devices},
             "device_busy_fraction": {d: round(f, 4) for d, f in self.busy_fraction().items()},
         }

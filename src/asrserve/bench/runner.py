@@ -79,9 +79,11 @@ def load_audio(folder: Path | None, refs_path: Path | None) -> list[AudioFile]:
 def scheduler_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     batches = after["batches"] - before["batches"]
     items = after["items"] - before["items"]
+    frames = after["total_frames"] - before["total_frames"]
+    padded = after["padded_frames"] - before["padded_frames"]
     return {
         "mean_batch_size": round(items / batches, 2) if batches else None,
-        "padding_waste": after.get("padding_waste"),
+        "padding_waste": round(padded / frames, 4) if frames else None,
     }
 
 
