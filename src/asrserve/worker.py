@@ -94,7 +94,11 @@ class Worker:
             self._user_cancelled.add(job_id)
             task.cancel()
 
-    def _done(self, job_id: str, _task: asyncio.Task[None]) -> None:
+    def _done(self, job_id: str, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            # e.g. the database went away mid-job: the entry stays claimed and is handed
+            # out again at the next start.
+            log.error("job %s: worker error", job_id, exc_info=task.exception())
         self._tasks.pop(job_id, None)
         self._user_cancelled.discard(job_id)
         self._slot_freed.set()
