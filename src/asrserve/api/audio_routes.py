@@ -10,10 +10,11 @@ from fastapi.responses import Response
 
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
+from asrserve.api.forms import Request as TranscriptionRequest
 from asrserve.api.forms import parse_request
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
-from asrserve.api.uploads import receive_upload
+from asrserve.api.uploads import Upload, receive_upload
 from asrserve.jobs.models import Priority
 
 router = APIRouter(prefix="/v1")
@@ -25,21 +26,30 @@ def ready_model(ctx: ApiContext = Depends(context)) -> ApiContext:  # noqa: B008
     return ctx
 
 
+async def receive_transcription(
+    request: Request, ctx: ApiContext, max_bytes: int, *, callback: bool = False
+) -> tuple[str, Upload, TranscriptionRequest]:
+    """Stream the upload to disk and validate the form; nothing is kept if either fails."""
+    assert ctx.model is not None
+    job_id, dest = ctx.service.new_upload_path()
+    upload = await receive_upload(request, dest, max_bytes)
+    try:
+        return job_id, upload, parse_request(upload, ctx.model, callback=callback)
+    except ApiError:
+        upload.remove()
+        raise
+
+
 @router.post("/audio/transcriptions", openapi_extra=transcription_form(sync=True))
 async def create_transcription(
     request: Request,
     ctx: ApiContext = Depends(ready_model),  # noqa: B008
 ) -> Response:
     """Transcribe an uploaded file and answer when done (interactive priority)."""
-    assert ctx.model is not None
     service = ctx.service
-    job_id, dest = service.new_upload_path()
-    upload = await receive_upload(request, dest, service.settings.max_sync_upload_bytes)
-    try:
-        parsed = parse_request(upload, ctx.model)
-    except ApiError:
-        upload.remove()
-        raise
+    job_id, upload, parsed = await receive_transcription(
+        request, ctx, service.settings.max_sync_upload_bytes
+    )
     timeout = min(parsed.deadline_s or math.inf, service.settings.sync_timeout_s)
     job = await service.submit(
         job_id, upload, parsed.options, Priority.INTERACTIVE, deadline_s=timeout

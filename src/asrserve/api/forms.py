@@ -27,9 +27,10 @@ class Request:
     response_format: ResponseFormat
     words: bool  # word timestamps were asked for
     deadline_s: float | None  # drop the work if no device has started it by then
+    callback_url: str | None = None
 
 
-def parse_request(upload: Upload, model: ModelInfo) -> Request:
+def parse_request(upload: Upload, model: ModelInfo, *, callback: bool = False) -> Request:
     _check_model(upload.get("model"), model)
     fmt = _response_format(upload.get("response_format"))
     granularities = _granularities(upload)
@@ -51,7 +52,14 @@ def parse_request(upload: Upload, model: ModelInfo) -> Request:
     )
     deadline = upload.get("deadline_s")
     deadline_s = None if not deadline else _number(deadline, "deadline_s", 0.001, 7 * 86400, 0)
-    return Request(options=options, response_format=fmt, words=words, deadline_s=deadline_s)
+    callback_url = parse_callback(upload.get("callback_url")) if callback else None
+    return Request(
+        options=options,
+        response_format=fmt,
+        words=words,
+        deadline_s=deadline_s,
+        callback_url=callback_url,
+    )
 
 
 def parse_callback(value: str | None) -> str | None:

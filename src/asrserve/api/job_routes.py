@@ -7,14 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from asrserve.api.audio_routes import ready_model
+from asrserve.api.audio_routes import ready_model, receive_transcription
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
-from asrserve.api.forms import parse_callback, parse_request
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.schemas import job_view
-from asrserve.api.uploads import receive_upload
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobStatus, Priority
 
@@ -27,18 +25,12 @@ async def create_job(
     request: Request, ctx: Annotated[ApiContext, Depends(ready_model)]
 ) -> Response:
     """Accept a file for transcription; answers 202 once the job is durably queued."""
-    assert ctx.model is not None
     service = ctx.service
-    job_id, dest = service.new_upload_path()
-    upload = await receive_upload(request, dest, service.settings.max_job_upload_bytes)
-    try:
-        parsed = parse_request(upload, ctx.model)
-        callback = parse_callback(upload.get("callback_url"))
-    except ApiError:
-        upload.remove()
-        raise
+    job_id, upload, parsed = await receive_transcription(
+        request, ctx, service.settings.max_job_upload_bytes, callback=True
+    )
     job = await service.submit(
-        job_id, upload, parsed.options, Priority.ASYNC, callback, parsed.deadline_s
+        job_id, upload, parsed.options, Priority.ASYNC, parsed.callback_url, parsed.deadline_s
     )
     return JSONResponse(job_view(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
