@@ -220,7 +220,10 @@ def _scheduler_view(settings: Settings, scheduler: Scheduler, worker: Worker) ->
         "max_batch_size": settings.max_batch_size,
         "max_wait_ms": settings.max_wait_ms,
         "devices": [d.name for d in scheduler.devices],
+        "encoder_window": settings.encoder_window.value,
+        "encoder_windows_s": list(settings.windows),
         "pending_chunks": scheduler.pending_count(),
+        "pending_by_window": scheduler.pending_by_window(),
         "jobs_in_flight": worker.in_flight,
         **scheduler.stats.snapshot(),
     }

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from asrserve.engine.base import ModelNotFoundError
-from asrserve.settings import BatchPolicy, Settings
+from asrserve.settings import BatchPolicy, EncoderWindow, Settings
 
 # flag -> (settings field, type, help)
 SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
@@ -28,6 +28,8 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--cpu-threads": ("cpu_threads", int, "threads per CPU replica (0 = all cores)"),
     "--cpu-workers": ("cpu_workers", int, "model replicas on the CPU"),
     "--beam-size": ("beam_size", int, "beam size (5)"),
+    "--encoder-window": ("encoder_window", EncoderWindow, "adaptive (pad to a bucket) or full"),
+    "--encoder-windows-s": ("encoder_windows_s", str, "adaptive window buckets, e.g. 5,10,30"),
     "--batch-policy": ("batch_policy", BatchPolicy, "greedy, window or none"),
     "--max-batch-size": ("max_batch_size", int, "chunks per batch"),
     "--max-wait-ms": ("max_wait_ms", float, "window policy: wait after first arrival"),
@@ -154,6 +156,7 @@ def transcribe(settings: Settings, files: list[Path], fmt: str, out: Path | None
                 max_seconds=settings.max_audio_seconds,
                 vad=settings.vad_filter,
                 batch_size=settings.max_batch_size,
+                windows=settings.windows,
             )
         except (AudioError, OSError) as exc:
             failures += 1

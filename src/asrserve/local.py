@@ -37,6 +37,7 @@ def transcribe_file(
     max_seconds: float,
     vad: bool = True,
     batch_size: int = 16,
+    windows: tuple[float, ...] = (30.0,),
 ) -> Transcript:
-    prepared = prepare(path, engine, max_seconds=max_seconds, vad=vad)
+    prepared = prepare(path, engine, max_seconds=max_seconds, vad=vad, windows=windows)
     return transcribe_prepared(engine, prepared, options, batch_size=batch_size)

@@ -22,6 +22,11 @@ class BatchPolicy(StrEnum):
     NONE = "none"
 
 
+class EncoderWindow(StrEnum):
+    ADAPTIVE = "adaptive"  # pad each chunk to the smallest window bucket that holds it
+    FULL = "full"  # Whisper's standard 30 s window for every chunk
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ASRSERVE_", frozen=True, extra="forbid")
 
@@ -47,6 +52,10 @@ class Settings(BaseSettings):
     cpu_workers: int = Field(1, ge=1, description="Model replicas on the CPU.")
     beam_size: int = Field(5, ge=1, le=20)
     vad_filter: bool = True
+    encoder_window: EncoderWindow = EncoderWindow.ADAPTIVE
+    encoder_windows_s: Annotated[tuple[float, ...], NoDecode] = Field(
+        (5.0, 10.0, 15.0, 20.0, 30.0), description="Window buckets (s) for adaptive windows."
+    )
 
     # Scheduler
     batch_policy: BatchPolicy = BatchPolicy.GREEDY
@@ -76,14 +85,28 @@ class Settings(BaseSettings):
 
     log_level: str = "info"
 
-    @field_validator("device_index", mode="before")
+    @field_validator("device_index", "encoder_windows_s", mode="before")
     @classmethod
-    def _parse_indices(cls, value: object) -> object:
+    def _parse_lists(cls, value: object) -> object:
         if isinstance(value, str):
-            return tuple(int(part) for part in value.split(",") if part.strip())
-        if isinstance(value, int):
+            return tuple(float(part) for part in value.split(",") if part.strip())
+        if isinstance(value, int | float):
             return (value,)
         return value
+
+    @field_validator("encoder_windows_s")
+    @classmethod
+    def _check_windows(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(not 1.0 <= w <= 30.0 for w in value):
+            raise ValueError("encoder windows must be between 1 and 30 s")
+        return tuple(sorted(set(value)))
+
+    @property
+    def windows(self) -> tuple[float, ...]:
+        """The encoder windows chunks may be padded to under the configured mode."""
+        if self.encoder_window is EncoderWindow.FULL:
+            return (30.0,)
+        return self.encoder_windows_s
 
     @property
     def db_path(self) -> Path:

@@ -172,6 +172,7 @@ class Worker:
                 max_seconds=settings.max_audio_seconds,
                 vad=settings.vad_filter,
                 whole=whole,
+                windows=settings.windows,
             ),
         )
         deadline = None

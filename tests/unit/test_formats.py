@@ -7,7 +7,9 @@ import json
 import numpy as np
 
 from asrserve.audio.chunk import plan, restore
+from asrserve.audio.features import window_frames
 from asrserve.engine.base import RawSegment, RawWord
+from asrserve.engine.whisper import stack_padded
 from asrserve.formats import ResponseFormat, render, timestamp
 from asrserve.transcript import Segment, Transcript, Word
 
@@ -125,3 +127,18 @@ def test_short_audio_is_one_window_and_silence_has_no_chunks() -> None:
     assert [(c.offset, c.duration) for c in short.chunks] == [(0.0, 5.0)]
     assert plan(np.zeros(16000 * 5, dtype=np.float32), vad=True).chunks == []
     assert plan(np.zeros(16000 * 65, dtype=np.float32), vad=True).chunks == []
+
+
+def test_window_buckets_hold_the_chunk_with_a_margin() -> None:
+    windows = (5.0, 10.0, 15.0, 20.0, 30.0)
+    assert window_frames(2.0, windows) == 500
+    assert window_frames(4.6, windows) == 1000  # 4.6 s + 0.5 s margin does not fit 5 s
+    assert window_frames(14.5, windows) == 1500
+    assert window_frames(29.9, windows) == 3000
+    assert window_frames(12.0, (30.0,)) == 3000  # full windows
+
+
+def test_batches_are_padded_to_their_widest_window() -> None:
+    stacked = stack_padded([np.ones((2, 3), np.float32), np.ones((2, 5), np.float32)])
+    assert stacked.shape == (2, 2, 5)
+    assert stacked[0, :, 3:].sum() == 0 and stacked[1].sum() == 10

@@ -15,6 +15,7 @@ class Item:
     duration: float = 10.0
     enqueued_at: float = 0.0
     key: str = "default"
+    window: int = 3000
 
 
 RULE = Selection(max_batch_size=4, max_age=30.0)
@@ -62,3 +63,11 @@ def test_aging_promotes_a_starved_chunk() -> None:
 def test_batch_never_exceeds_max() -> None:
     items = [Item(f"j{n}", n) for n in range(50)]
     assert len(select_batch(items, 0.0, RULE)) == 4
+
+
+def test_same_encoder_window_batches_together() -> None:
+    head = Item("h", 0, duration=4.0, window=500)
+    wide = [Item(f"w{n}", n + 1, duration=4.0, window=3000) for n in range(3)]
+    narrow = [Item(f"n{n}", n + 4, duration=8.0, window=1000) for n in range(3)]
+    batch = select_batch([head, *wide, *narrow], 0.0, RULE)
+    assert [i.window for i in batch] == [500, 1000, 1000, 1000]

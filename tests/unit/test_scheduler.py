@@ -10,6 +10,7 @@ import pytest
 
 from asrserve.batching.clock import ManualClock
 from asrserve.batching.scheduler import DeadlineExceeded, Device, Scheduler, SchedulerConfig
+from asrserve.engine.base import ChunkInput
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.settings import BatchPolicy
 from tests.fakes import FakeEngine, chunk
@@ -183,5 +184,24 @@ def test_stats_count_batches_and_queue() -> None:
         snap = s.stats.snapshot()
         assert snap["items"] == 2 and snap["audio_seconds"] == 3.0
         assert snap["queued_items"] == {"1": 0}
+
+    run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+
+
+def test_padding_waste_counts_the_window_each_batch_used() -> None:
+    def windowed(duration: float, frames: int) -> ChunkInput:
+        return ChunkInput(np.zeros((1, frames), dtype=np.float32), 0.0, duration)
+
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        engine.gate.clear()
+        blocker = s.submit_chunks("x", 1, OPTS, [windowed(4.0, 500)])
+        await busy(engine)
+        rest = s.submit_chunks("a", 1, OPTS, [windowed(3.0, 500), windowed(8.0, 1000)])
+        await settle()
+        assert s.pending_by_window() == {"5s": 1, "10s": 1}
+        engine.gate.set()
+        await asyncio.gather(*blocker, *rest)
+        # Batch 1: 400 real of 500. Batch 2: both padded to 1000 frames, 300 + 800 real.
+        assert (s.stats.total_frames, s.stats.padded_frames) == (2500, 100 + 900)
 
     run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)

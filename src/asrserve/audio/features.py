@@ -23,17 +23,41 @@ class PreparedAudio:
         return self.plan.duration
 
 
+FULL_WINDOW_S = 30.0
+# Whisper needs a little room after the last word to close the segment with a timestamp.
+WINDOW_MARGIN_S = 0.5
+
+
+def window_frames(duration: float, windows: tuple[float, ...]) -> int:
+    """Encoder frames for a chunk: the smallest window (s) that holds it with a margin."""
+    for window in sorted(windows):
+        if duration <= window - WINDOW_MARGIN_S:
+            return round(window * 100)
+    return round(FULL_WINDOW_S * 100)
+
+
 def prepare(
-    path: Path, engine: Engine, *, max_seconds: float, vad: bool, whole: bool = False
+    path: Path,
+    engine: Engine,
+    *,
+    max_seconds: float,
+    vad: bool,
+    whole: bool = False,
+    windows: tuple[float, ...] = (FULL_WINDOW_S,),
 ) -> PreparedAudio:
-    """Blocking; ``whole`` skips chunking for the plain (unbatched) path."""
+    """Blocking; ``whole`` skips chunking for the plain (unbatched) path. ``windows`` are
+    the encoder window lengths (s) a chunk may be padded to (just 30 s: Whisper's own)."""
     audio = decode(path, max_seconds)
     if whole:
         duration = audio.shape[0] / 16_000
         return PreparedAudio(audio, AudioPlan(chunks=[], speech=[], duration=duration), [])
     audio_plan = plan(audio, vad=vad)
     chunks = [
-        ChunkInput(features=engine.features(c.audio), offset=c.offset, duration=c.duration)
+        ChunkInput(
+            features=engine.features(c.audio, window_frames(c.duration, windows)),
+            offset=c.offset,
+            duration=c.duration,
+        )
         for c in audio_plan.chunks
     ]
     return PreparedAudio(audio, audio_plan, chunks)

@@ -8,7 +8,8 @@ Selection, in order of precedence:
 2. Priority class: interactive before async jobs before offline batch work.
 3. Fairness across jobs: a job's k-th pending chunk ranks after every other job's
    (k-1)-th, so one two-hour file cannot starve a five-second clip.
-4. Length: among equals, chunks of similar speech length (decode cost) batch together.
+4. Length: among equals, chunks of the same encoder window (a batch is padded to its
+   widest) and then of similar speech length (decode cost) batch together.
 5. Arrival order.
 """
 
@@ -32,6 +33,8 @@ class Pending(Protocol):
     def enqueued_at(self) -> float: ...
     @property
     def seq(self) -> int: ...  # global arrival number, a stable tie-breaker
+    @property
+    def window(self) -> int: ...  # encoder frames the item is padded to (its length bucket)
 
 
 LENGTH_BUCKET_S = 5.0
@@ -54,8 +57,14 @@ def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
     rank = _fair_rank(candidates)
     head_bucket = _bucket(head.duration)
 
-    def order(item: T) -> tuple[int, int, float, int]:
-        return (item.priority, rank[id(item)], abs(_bucket(item.duration) - head_bucket), item.seq)
+    def order(item: T) -> tuple[int, int, int, int, int]:
+        return (
+            item.priority,
+            rank[id(item)],
+            abs(item.window - head.window),  # padding up to a wider window costs compute
+            abs(_bucket(item.duration) - head_bucket),
+            item.seq,
+        )
 
     rest = sorted((item for item in candidates if item is not head), key=order)
     return [head, *rest[: rule.max_batch_size - 1]]

@@ -76,6 +76,11 @@ class WorkItem:
         return windows * WINDOW_FRAMES, real
 
     @property
+    def window(self) -> int:
+        """Encoder frames this item's features are padded to (its length bucket)."""
+        return self.frames[0]
+
+    @property
     def duration(self) -> float:
         if self.chunk is not None:
             return self.chunk.duration
@@ -243,7 +248,9 @@ class Scheduler:
             log.exception("batch of %d failed on %s", len(batch), device.name)
             outputs = [exc] * len(batch)
         finished = self.clock.now()
-        frames = [item.frames for item in batch]
+        # Items are stacked padded to the widest window in the batch.
+        window = max(item.frames[0] for item in batch)
+        real = sum(min(item.frames[1], window) for item in batch)
         record = BatchRecord(
             device=device.name,
             size=len(batch),
@@ -251,8 +258,8 @@ class Scheduler:
             finished=finished,
             waits=[started - item.enqueued_at for item in batch],
             audio_seconds=sum(item.duration for item in batch),
-            padded_frames=sum(total - real for total, real in frames),
-            total_frames=sum(total for total, _ in frames),
+            padded_frames=window * len(batch) - real,
+            total_frames=window * len(batch),
         )
         self.stats.record(record)
         if self._on_batch is not None:
@@ -292,3 +299,11 @@ class Scheduler:
 
     def pending_count(self) -> int:
         return len(self._pending)
+
+    def pending_by_window(self) -> dict[str, int]:
+        """Pending chunks per encoder window (seconds): the length-bucket queues."""
+        counts: dict[str, int] = {}
+        for item in sorted(self._pending, key=lambda item: item.window):
+            label = f"{item.window / FRAMES_PER_SECOND:g}s"
+            counts[label] = counts.get(label, 0) + 1
+        return counts

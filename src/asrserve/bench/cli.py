@@ -39,6 +39,14 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--burst", type=int, default=1, help="open loop: arrivals per burst")
     bench.add_argument("--requests", type=int, help="requests per load pattern")
     bench.add_argument("--offline", action="store_true", help="also measure the engine alone")
+    bench.add_argument("--encoder-windows", help="compare encoder window modes: adaptive,full")
+    bench.add_argument(
+        "--max-clip-seconds",
+        type=float,
+        default=30.0,
+        help="synthetic corpus: only clips up to this long",
+    )
+    bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.add_argument("--beam-size", type=int)
     bench.add_argument("--max-batch-size", type=int)
@@ -51,7 +59,8 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    files = load_audio(args.audio, args.refs)
+    files = load_audio(args.audio, args.refs, args.max_clip_seconds)
+    windows: list[str | None] = args.encoder_windows.split(",") if args.encoder_windows else [None]
     if args.rate is not None:
         patterns = [
             Pattern(
@@ -77,22 +86,27 @@ def run(args: argparse.Namespace) -> int:
         server_env=env,
         url=args.url,
         offline=args.offline,
+        windows=windows,
     )
-    settings = Settings(**{k: getattr(args, k) for k in ENV_FLAGS if getattr(args, k) is not None})
+    overrides = {k: getattr(args, k) for k in ENV_FLAGS if getattr(args, k) is not None}
+    if windows[0] is not None:
+        overrides["encoder_window"] = windows[0]  # the offline limit uses the first mode
+    settings = Settings(**overrides)
     fields = {"model": "whisper-1", "response_format": "json"}
     audio = sum(f.duration for f in files)
     print(
         f"{len(files)} files, {audio:.1f} s of audio; beam {settings.beam_size}, "
         f"max batch {settings.max_batch_size}, max wait {settings.max_wait_ms} ms, "
-        f"{settings.cpu_workers} CPU worker(s)",
+        f"{settings.cpu_workers} CPU worker(s), {settings.encoder_window.value} encoder windows",
         flush=True,
     )
     rows = []
     for policy in config.policies:
-        rows.extend(measure_policy(policy, config, files, fields))
-        print(f"  {policy}: done", flush=True)
+        for window in windows:
+            rows.extend(measure_policy(policy, config, files, fields, window))
+            print(f"  {policy}{'' if window is None else '/' + window}: done", flush=True)
     offline = offline_limit(files, settings, settings.beam_size) if config.offline else None
-    print(report(rows, offline))
+    print(report(rows, offline, args.baseline or "none"))
     if args.json is not None:
         meta = {
             "files": len(files),

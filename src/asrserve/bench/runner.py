@@ -30,6 +30,7 @@ class BenchConfig:
     server_env: dict[str, str]
     url: str | None = None
     offline: bool = False
+    windows: Sequence[str | None] = (None,)  # encoder window modes to compare; None: default
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,11 @@ class Row:
         }
 
 
-def load_audio(folder: Path | None, refs_path: Path | None) -> list[AudioFile]:
-    """Files of a folder with their references, or the synthetic 2–30 s corpus."""
+def load_audio(
+    folder: Path | None, refs_path: Path | None, max_seconds: float = 30.0
+) -> list[AudioFile]:
+    """Files of a folder with their references, or the synthetic corpus (2 s to
+    ``max_seconds``, default 30)."""
     if folder is None:
         root = Path(".corpus") / "bench"
         build_corpus(root, n_clips=24, long_clip_seconds=0.0)
@@ -69,7 +73,7 @@ def load_audio(folder: Path | None, refs_path: Path | None) -> list[AudioFile]:
     files = []
     for path in sorted(p for p in folder.iterdir() if p.suffix.lower() in AUDIO_SUFFIXES):
         duration = decode(path, 4 * 3600).shape[0] / 16_000
-        if 2.0 <= duration <= 30.0 or refs_path is not None:
+        if 2.0 <= duration <= max_seconds or refs_path is not None:
             files.append(AudioFile(path, duration, refs.get(path.name), path.read_bytes()))
     if not files:
         raise SystemExit(f"no audio files in {folder}")
@@ -88,14 +92,21 @@ def scheduler_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, 
 
 
 def measure_policy(
-    policy: str, config: BenchConfig, files: list[AudioFile], fields: dict[str, str]
+    policy: str,
+    config: BenchConfig,
+    files: list[AudioFile],
+    fields: dict[str, str],
+    window: str | None = None,
 ) -> list[Row]:
     rows = []
+    label = policy if window is None else f"{policy}/{window}"
     with tempfile.TemporaryDirectory(prefix="asrserve-bench-") as tmp:
         server = None
         url = config.url
         if url is None:
             env = {**config.server_env, "ASRSERVE_BATCH_POLICY": policy}
+            if window is not None:
+                env["ASRSERVE_ENCODER_WINDOW"] = window
             server = ServerProcess(Path(tmp) / "data", env=env).start(timeout=120)
             url = server.url
         try:
@@ -106,7 +117,7 @@ def measure_policy(
                 after = httpx.get(f"{url}/v1/scheduler").json()
                 rows.append(
                     Row(
-                        policy,
+                        label,
                         pattern.describe(),
                         result,
                         scheduler_delta(before, after),
@@ -135,7 +146,10 @@ def offline_limit(files: list[AudioFile], settings: Settings, beam_size: int) ->
     engines = load_engines(settings)
     options = TranscriptionOptions(beam_size=beam_size)
     start = time.perf_counter()
-    prepared = [prepare(f.path, engines[0], max_seconds=4 * 3600, vad=True) for f in files]
+    prepared = [
+        prepare(f.path, engines[0], max_seconds=4 * 3600, vad=True, windows=settings.windows)
+        for f in files
+    ]
     prep = time.perf_counter() - start
     chunks = [(p, c) for p in prepared for c in p.chunks]
     chunks.sort(key=lambda pc: pc[1].duration)  # like lengths together, as the scheduler does
@@ -165,13 +179,13 @@ def _run_replicas(engines: Sequence[Any], chunks: list[Any], options: Any, size:
         )
 
 
-def report(rows: list[Row], offline: dict[str, Any] | None) -> str:
+def report(rows: list[Row], offline: dict[str, Any] | None, baseline: str = "none") -> str:
     lines = [
         "| policy | load | req | err | audio s / wall s | req/s | p50 s | p95 s | p99 s "
-        "| mean batch | padding | WER | × none |",
+        f"| mean batch | padding | WER | × {baseline} |",
         "|" + "---|" * 13,
     ]
-    base = {row.pattern: row for row in rows if row.policy == "none"}
+    base = {row.pattern: row for row in rows if row.policy == baseline}
     for row in rows:
         d = row.as_dict()
         ref = base.get(row.pattern)

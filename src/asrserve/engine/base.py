@@ -59,8 +59,9 @@ class Engine(ABC):
     multilingual: bool
 
     @abstractmethod
-    def features(self, audio: np.ndarray) -> np.ndarray:
-        """Log-mel features of ≤30 s of 16 kHz mono audio, padded to the encoder window.
+    def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:
+        """Log-mel features of ≤30 s of 16 kHz mono audio, zero-padded to ``frames``
+        (100 per second; 3000 is Whisper's full 30 s encoder window).
 
         Thread-safe and model-free, so it can run in the preprocessing pool.
         """

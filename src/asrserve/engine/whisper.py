@@ -90,11 +90,11 @@ class FasterWhisperEngine(Engine):
             config.compute_type,
         )
 
-    def features(self, audio: np.ndarray) -> np.ndarray:
+    def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:
         from faster_whisper.audio import pad_or_trim
 
         mel = self._model.feature_extractor(audio)[..., :-1]
-        return np.ascontiguousarray(pad_or_trim(mel), dtype=np.float32)
+        return np.ascontiguousarray(pad_or_trim(mel, frames), dtype=np.float32)
 
     def transcribe_batch(
         self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
@@ -121,7 +121,7 @@ class FasterWhisperEngine(Engine):
         setup: tuple[Any, Any],
     ) -> list[tuple[int, ChunkInput]]:
         tokenizer, fw_options = setup
-        features = np.stack([chunk.features for _, chunk in todo])
+        features = stack_padded([chunk.features for _, chunk in todo])
         metadata = [{"offset": c.offset, "duration": c.duration} for _, c in todo]
         self._pipeline.last_speech_timestamp = 0.0
         self._pipeline.previous = [_tokens(results[index]) for index, _ in todo]
@@ -239,6 +239,15 @@ def _undecoded_tail(chunk: ChunkInput, segments: list[RawSegment]) -> ChunkInput
     features = np.zeros_like(chunk.features)  # the same zero padding as pad_or_trim
     features[:, : features.shape[1] - frames] = chunk.features[:, frames:]
     return ChunkInput(features=features, offset=chunk.offset + done, duration=chunk.duration - done)
+
+
+def stack_padded(features: list[np.ndarray]) -> np.ndarray:
+    """One encoder batch: every item zero-padded to the longest window in the batch."""
+    frames = max(f.shape[-1] for f in features)
+    out = np.zeros((len(features), features[0].shape[0], frames), dtype=np.float32)
+    for row, f in zip(out, features, strict=True):
+        row[:, : f.shape[-1]] = f
+    return out
 
 
 def _tokens(segments: list[RawSegment]) -> list[int]:

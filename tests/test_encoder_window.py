@@ -1,0 +1,85 @@
+"""The quality gate of adaptive encoder windows: accuracy as with Whisper's 30 s window."""
+
+from __future__ import annotations
+
+import json
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asrserve.audio.decode import decode
+from asrserve.audio.features import prepare
+from asrserve.corpus import Clip
+from asrserve.engine.base import Engine
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.local import transcribe_prepared
+from asrserve.settings import Settings
+from asrserve.transcript import Transcript
+from asrserve.wer import wer
+from tests.conftest import REAL_SPEECH, ROOT
+
+pytestmark = pytest.mark.slow
+ADAPTIVE = Settings().encoder_windows_s
+FULL = (30.0,)
+
+
+def real_speech(tmp: Path) -> list[tuple[Path, str]]:
+    """jfk.flac, and each channel of the stereo file as its own clip."""
+    refs = json.loads((REAL_SPEECH / "references.json").read_text())
+    clips = [(REAL_SPEECH / "jfk.flac", refs["jfk.flac"])]
+    for channel, side in enumerate(("left", "right")):
+        samples = decode(REAL_SPEECH / "stereo_two_speakers.wav", 60, channel=channel)
+        path = tmp / f"stereo_{side}.wav"
+        with wave.open(str(path), "wb") as out:
+            out.setnchannels(1)
+            out.setsampwidth(2)
+            out.setframerate(16000)
+            out.writeframes((samples * 32767).astype(np.int16).tobytes())
+        clips.append((path, refs[f"stereo_two_speakers.wav#{side}"]))
+    return clips
+
+
+def transcribe(
+    engine: Engine, path: Path, windows: tuple[float, ...], options: TranscriptionOptions
+) -> Transcript:
+    prepared = prepare(path, engine, max_seconds=3600, vad=True, windows=windows)
+    return transcribe_prepared(engine, prepared, options, batch_size=16)
+
+
+def check_timestamps(transcript: Transcript) -> None:
+    starts = [s.start for s in transcript.segments]
+    assert starts == sorted(starts)
+    for segment in transcript.segments:
+        assert 0 <= segment.start <= segment.end <= transcript.duration
+        for word in segment.words or ():
+            assert 0 <= word.start <= word.end <= transcript.duration
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+@pytest.mark.parametrize("words", [False, True])
+def test_adaptive_windows_keep_accuracy(
+    engine: Engine, corpus: list[Clip], tmp_path: Path, beam: int, words: bool
+) -> None:
+    options = TranscriptionOptions(beam_size=beam, word_timestamps=words)
+    sets = {"synthetic": [(c.path, c.text) for c in corpus], "real": real_speech(tmp_path)}
+    report = {}
+    for name, clips in sets.items():
+        refs = [text for _, text in clips]
+        scores = {}
+        for label, windows in (("full", FULL), ("adaptive", ADAPTIVE)):
+            transcripts = [transcribe(engine, path, windows, options) for path, _ in clips]
+            for transcript in transcripts:
+                check_timestamps(transcript)
+            scores[label] = wer(refs, [t.text for t in transcripts])
+        report[name] = scores
+        print(
+            f"beam {beam}, words {words}, {name}: WER full {scores['full']:.4f}, "
+            f"adaptive {scores['adaptive']:.4f}"
+        )
+        assert abs(scores["adaptive"] - scores["full"]) <= 0.01
+    out = ROOT / ".corpus" / "window-gate.json"
+    results = json.loads(out.read_text()) if out.exists() else {}
+    results[f"beam{beam}-words{int(words)}"] = report
+    out.write_text(json.dumps(results, indent=1))
