@@ -36,3 +36,8 @@ print(f"max batch {batch:>3}: {run['audio_s_per_wall_s']:8.1f} audio s/s, "
       f"WER {run['wer']}")
 PY
 done
+# Adaptive vs full encoder windows on 2–15 s clips, side by side in one run.
+"$VENV/bin/asrserve" bench --device cuda --compute-type float16 --policies greedy \
+    --encoder-windows adaptive,full --baseline greedy/full --concurrency 64 --requests 256 \
+    --max-clip-seconds 15 --audio .corpus/bench --refs .corpus/bench/refs.json \
+    --json "$OUT/bench-windows.json"

@@ -188,7 +188,7 @@ def test_stats_count_batches_and_queue() -> None:
     run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
 
 
-def test_padding_waste_counts_the_window_each_batch_used() -> None:
+def test_length_buckets_batch_apart_and_count_their_padding() -> None:
     def windowed(duration: float, frames: int) -> ChunkInput:
         return ChunkInput(np.zeros((1, frames), dtype=np.float32), 0.0, duration)
 
@@ -196,12 +196,15 @@ def test_padding_waste_counts_the_window_each_batch_used() -> None:
         engine.gate.clear()
         blocker = s.submit_chunks("x", 1, OPTS, [windowed(4.0, 500)])
         await busy(engine)
-        rest = s.submit_chunks("a", 1, OPTS, [windowed(3.0, 500), windowed(8.0, 1000)])
+        rest = s.submit_chunks(
+            "a", 1, OPTS, [windowed(3.0, 500), windowed(8.0, 1000), windowed(2.0, 500)]
+        )
         await settle()
-        assert s.pending_by_window() == {"5s": 1, "10s": 1}
+        assert s.pending_by_window() == {"5s": 2, "10s": 1}
         engine.gate.set()
         await asyncio.gather(*blocker, *rest)
-        # Batch 1: 400 real of 500. Batch 2: both padded to 1000 frames, 300 + 800 real.
-        assert (s.stats.total_frames, s.stats.padded_frames) == (2500, 100 + 900)
+        # Each batch is padded to its own bucket: 5 s (500 frames) or 10 s (1000 frames).
+        assert (s.stats.total_frames, s.stats.padded_frames) == (2500, 100 + 500 + 200)
 
-    run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    assert engine.batches == [[4.0], [3.0, 2.0], [8.0]]

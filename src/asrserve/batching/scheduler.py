@@ -63,8 +63,10 @@ class WorkItem:
     deadline: float | None = None
 
     @property
-    def key(self) -> TranscriptionOptions:
-        return self.options
+    def key(self) -> tuple[TranscriptionOptions, int]:
+        """Only equal keys share a batch: the same decoding options and the same encoder
+        window (its length bucket), so a batch is padded to its bucket, never beyond."""
+        return self.options, self.window
 
     @property
     def frames(self) -> tuple[int, int]:

@@ -61,11 +61,12 @@ class Row:
 
 
 def load_audio(
-    folder: Path | None, refs_path: Path | None, max_seconds: float = 30.0
+    folder: Path | None, refs_path: Path | None, max_seconds: float | None = None
 ) -> list[AudioFile]:
-    """Files of a folder with their references, or the synthetic corpus (2 s to
-    ``max_seconds``, default 30)."""
+    """Files of a folder with their references (those of 2 s to ``max_seconds`` if given),
+    or the synthetic corpus (2–30 s unless ``max_seconds`` says less)."""
     if folder is None:
+        max_seconds = min(max_seconds or 30.0, 30.0)
         root = Path(".corpus") / "bench"
         build_corpus(root, n_clips=24, long_clip_seconds=0.0)
         folder, refs_path = root, root / "refs.json"
@@ -73,7 +74,7 @@ def load_audio(
     files = []
     for path in sorted(p for p in folder.iterdir() if p.suffix.lower() in AUDIO_SUFFIXES):
         duration = decode(path, 4 * 3600).shape[0] / 16_000
-        if 2.0 <= duration <= max_seconds or refs_path is not None:
+        if max_seconds is None or 2.0 <= duration <= max_seconds:
             files.append(AudioFile(path, duration, refs.get(path.name), path.read_bytes()))
     if not files:
         raise SystemExit(f"no audio files in {folder}")
