@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 from fastapi import Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -75,6 +76,12 @@ class Metrics:
     def watch_scheduler(self, stats: SchedulerStats) -> None:
         self.registry.register(_SchedulerCollector(stats))
 
+    def watch_gpus(self, indices: Sequence[int]) -> bool:
+        collector = nvml_collector(indices)
+        if collector is not None:
+            self.registry.register(collector)
+        return collector is not None
+
     async def middleware(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
@@ -122,3 +129,41 @@ class _SchedulerCollector(Collector):
         )
         waste.add_metric([], stats.padding_waste())
         yield from (chunks, seconds, busy, waste)
+
+
+class _NvmlCollector(Collector):
+    """GPU utilization and memory from NVML, read at scrape time."""
+
+    def __init__(self, nvml: Any, indices: Sequence[int]) -> None:
+        self._nvml = nvml
+        self._handles = {i: nvml.nvmlDeviceGetHandleByIndex(i) for i in indices}
+
+    def collect(self) -> Iterable[Metric]:
+        util = GaugeMetricFamily(
+            "asrserve_gpu_utilization_ratio", "GPU busy (NVML)", labels=["device"]
+        )
+        used = GaugeMetricFamily(
+            "asrserve_gpu_memory_used_bytes", "GPU memory used (NVML)", labels=["device"]
+        )
+        total = GaugeMetricFamily(
+            "asrserve_gpu_memory_total_bytes", "GPU memory (NVML)", labels=["device"]
+        )
+        for index, handle in self._handles.items():
+            name = f"cuda:{index}"
+            util.add_metric([name], self._nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100)
+            memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+            used.add_metric([name], memory.used)
+            total.add_metric([name], memory.total)
+        yield from (util, used, total)
+
+
+def nvml_collector(indices: Sequence[int]) -> Collector | None:
+    """NVML gauges for these CUDA devices, or None where NVML is not available (no GPU,
+    no driver): then the metrics are absent, never faked."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return _NvmlCollector(pynvml, indices)
+    except Exception:  # ImportError, NVMLError: no NVML here
+        return None
