@@ -3,6 +3,7 @@
 set -euo pipefail
 need=()
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
+[ -x /usr/bin/chromium ] || need+=(chromium)  # the dashboard test drives it via Playwright
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing system packages: ${need[*]}"
 sudo=""
