@@ -25,6 +25,8 @@ from asrserve.api.errors import install_error_handlers
 from asrserve.api.forms import ModelInfo
 from asrserve.api.schemas import job_view
 from asrserve.batching.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batching.stats import BatchRecord
+from asrserve.dashboard import routes as dashboard_routes
 from asrserve.engine.base import Engine
 from asrserve.engine.whisper import (
     EngineConfig,
@@ -39,6 +41,7 @@ from asrserve.queue.sqlite import SqliteQueue
 from asrserve.service import Service
 from asrserve.settings import Settings
 from asrserve.sqlite import Database
+from asrserve.tune.recorder import TrafficRecorder
 from asrserve.webhooks import WebhookSender
 from asrserve.worker import Worker
 
@@ -97,7 +100,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = load_engines)
     store = SqliteJobStore(db)
     queue = SqliteQueue(db)
     events = JobEvents()
-    context = ApiContext(service=Service(settings, store, queue, events))
+    recorder = TrafficRecorder.from_settings(settings)
+    context = ApiContext(service=Service(settings, store, queue, events, recorder))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -124,6 +128,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = load_engines)
     install_error_handlers(app)
     for router in (health_routes.router, audio_routes.router, job_routes.router):
         app.include_router(router)
+    app.include_router(dashboard_routes.router)
     return app
 
 
@@ -139,9 +144,20 @@ async def _start(
         max_age=settings.max_queue_age_s,
     )
     metrics = context.metrics
-    devices = [Device(f"{i}", engine) for i, engine in enumerate(engines)]
-    scheduler = Scheduler(devices, config, on_batch=metrics.observe_batch)
+    kind = resolve_device(settings)
+    indices = settings.device_index if kind == "cuda" else range(len(engines))
+    devices = [Device(f"{kind}:{i}", engine) for i, engine in zip(indices, engines, strict=False)]
+    recorder = service.recorder
+
+    def on_batch(record: BatchRecord) -> None:
+        metrics.observe_batch(record)
+        if recorder is not None:
+            recorder.batch(record)
+
+    scheduler = Scheduler(devices, config, on_batch=on_batch)
     metrics.watch_scheduler(scheduler.stats)
+    if kind == "cuda":
+        metrics.watch_gpus(settings.device_index)
     preprocess = ThreadPoolExecutor(
         settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
     )

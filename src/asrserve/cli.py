@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from asrserve.engine.base import ModelNotFoundError
+from asrserve.logs import configure as configure_logging
 from asrserve.settings import BatchPolicy, EncoderWindow, Settings
 
 # flag -> (settings field, type, help)
@@ -40,6 +40,7 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--max-audio-seconds": ("max_audio_seconds", float, "audio duration limit"),
     "--audio-retention-s": ("audio_retention_s", float, "keep audio after a job ends"),
     "--log-level": ("log_level", str, "debug, info, warning"),
+    "--log-format": ("log_format", str, "json (one object per line) or text"),
 }
 
 
@@ -79,6 +80,10 @@ def parser() -> argparse.ArgumentParser:
     from asrserve.bench.cli import add_arguments
 
     add_arguments(bench)
+    tune = commands.add_parser("tune", help="simulate scheduler settings on recorded traffic")
+    from asrserve.tune.cli import add_arguments as add_tune_arguments
+
+    add_tune_arguments(tune)
     transcribe.add_argument("files", nargs="+", type=Path)
     transcribe.add_argument("--format", default="txt", choices=["txt", "json", "srt", "vtt"])
     transcribe.add_argument(
@@ -93,14 +98,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from asrserve.bench.cli import run
 
         return run(args)
+    if args.command == "tune":
+        from asrserve.tune.cli import run as run_tune
+
+        return run_tune(args)
     try:
         settings = build_settings(args)
     except ValidationError as exc:
         print(f"asrserve: invalid setting: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
     try:
         if args.command == "serve":
             return serve(settings)
@@ -122,6 +129,7 @@ def serve(settings: Settings) -> int:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        log_config=None,  # keep the handlers configure_logging() installed
         timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
     )
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 
@@ -15,16 +16,25 @@ from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
 from asrserve.jobs.store import JobStore
 from asrserve.queue.base import Queue
 from asrserve.settings import Settings
+from asrserve.tune.recorder import TrafficRecorder
+
+log = logging.getLogger(__name__)
 
 
 class Service:
     def __init__(
-        self, settings: Settings, store: JobStore, queue: Queue, events: JobEvents
+        self,
+        settings: Settings,
+        store: JobStore,
+        queue: Queue,
+        events: JobEvents,
+        recorder: TrafficRecorder | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.queue = queue
         self.events = events
+        self.recorder = recorder
 
     def new_upload_path(self) -> tuple[str, Path]:
         job_id = new_job_id()
@@ -63,6 +73,17 @@ class Service:
         )
         await self.store.create(job)
         await self.queue.put(job.id, priority)
+        if self.recorder is not None:
+            self.recorder.arrival(job)
+        log.info(
+            "job queued",
+            extra={
+                "job_id": job.id,
+                "priority": priority.name.lower(),
+                "audio_s": duration,
+                "bytes": upload.size,
+            },
+        )
         return job
 
     async def wait(self, job_id: str, timeout: float) -> Job | None:

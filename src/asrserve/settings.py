@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     audio_retention_s: float = Field(
         3600.0, ge=0, description="Keep uploaded audio this long after a job ends."
     )
+    record_traffic: bool = Field(
+        True, description="Record arrivals and batches under data_dir/recordings (asrserve tune)."
+    )
+    record_max_lines: int = Field(
+        100_000, ge=1, description="Rotate a recording file to .1 at this many lines."
+    )
 
     # Engine
     model: Path | None = Field(
@@ -84,6 +90,7 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(30.0, ge=0)
 
     log_level: str = "info"
+    log_format: str = Field("json", pattern="^(json|text)$")
 
     @field_validator("device_index", "encoder_windows_s", mode="before")
     @classmethod

@@ -156,6 +156,7 @@ class Worker:
     async def _conclude(self, delivery: Delivery, outcome: Job | None) -> None:
         await self._queue.ack(delivery)
         if outcome is not None:
+            log.info("job %s", outcome.status.value, extra=_job_fields(outcome))
             self._events.finished(outcome.id)
             self._on_finished(outcome)
 
@@ -199,3 +200,19 @@ class Worker:
             segments=segments,
             task=job.options.task,
         )
+
+
+def _job_fields(job: Job) -> dict[str, object]:
+    fields: dict[str, object] = {
+        "job_id": job.id,
+        "status": job.status.value,
+        "priority": job.priority.name.lower(),
+        "attempts": job.attempts,
+        "audio_s": job.audio_duration,
+    }
+    if job.started_at is not None and job.finished_at is not None:
+        fields["queue_ms"] = round((job.started_at - job.created_at) * 1000, 1)
+        fields["run_ms"] = round((job.finished_at - job.started_at) * 1000, 1)
+    if job.error is not None:
+        fields["error"] = job.error.code
+    return fields

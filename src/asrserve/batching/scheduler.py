@@ -117,6 +117,7 @@ class Scheduler:
         self._pending: list[WorkItem] = []
         self._arrival = asyncio.Event()
         self._seq = itertools.count()
+        self._batch_ids = itertools.count(1)
         self._selection = Selection(config.max_batch_size, config.max_age)
 
     # --- producers ------------------------------------------------------------------
@@ -264,6 +265,20 @@ class Scheduler:
             total_frames=window * len(batch),
         )
         self.stats.record(record)
+        log.info(
+            "batch",
+            extra={
+                "batch_id": f"b{next(self._batch_ids)}",
+                "device": device.name,
+                "size": record.size,
+                "wait_ms": round(max(record.waits) * 1000, 1),
+                "compute_ms": round(record.compute * 1000, 1),
+                "audio_s": round(record.audio_seconds, 2),
+                "padding": round(record.padded_frames / max(record.total_frames, 1), 3),
+                "window_s": window / FRAMES_PER_SECOND,
+                "jobs": sorted({item.job_id for item in batch}),
+            },
+        )
         if self._on_batch is not None:
             self._on_batch(record)
         for item, output in zip(batch, outputs, strict=True):

@@ -1,0 +1,1 @@
+"""`asrserve tune`: record traffic, simulate the scheduler on it, recommend settings."""
