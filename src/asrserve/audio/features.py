@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from asrserve.audio.chunk import AudioPlan, plan
 from asrserve.audio.decode import decode
-from asrserve.engine.base import ChunkInput, Engine
+from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, SAMPLING_RATE, ChunkInput, Engine
 
 
 @dataclass(frozen=True)
@@ -23,17 +24,17 @@ class PreparedAudio:
         return self.plan.duration
 
 
-FULL_WINDOW_S = 30.0
+FULL_WINDOW_S = CHUNK_SECONDS
 # Whisper needs a little room after the last word to close the segment with a timestamp.
 WINDOW_MARGIN_S = 0.5
 
 
-def window_frames(duration: float, windows: tuple[float, ...]) -> int:
+def window_frames(duration: float, windows: Sequence[float]) -> int:
     """Encoder frames for a chunk: the smallest window (s) that holds it with a margin."""
     for window in sorted(windows):
         if duration <= window - WINDOW_MARGIN_S:
-            return round(window * 100)
-    return round(FULL_WINDOW_S * 100)
+            return round(window * FRAMES_PER_SECOND)
+    return round(FULL_WINDOW_S * FRAMES_PER_SECOND)
 
 
 def prepare(
@@ -49,7 +50,7 @@ def prepare(
     the encoder window lengths (s) a chunk may be padded to (just 30 s: Whisper's own)."""
     audio = decode(path, max_seconds)
     if whole:
-        duration = audio.shape[0] / 16_000
+        duration = audio.shape[0] / SAMPLING_RATE
         return PreparedAudio(audio, AudioPlan(chunks=[], speech=[], duration=duration), [])
     audio_plan = plan(audio, vad=vad)
     chunks = [

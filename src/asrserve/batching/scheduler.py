@@ -26,13 +26,19 @@ import numpy as np
 from asrserve.batching.clock import Clock, MonotonicClock
 from asrserve.batching.policies import Selection, select_batch
 from asrserve.batching.stats import BatchRecord, SchedulerStats
-from asrserve.engine.base import CHUNK_SECONDS, ChunkInput, Engine, RawSegment
+from asrserve.engine.base import (
+    CHUNK_SECONDS,
+    FRAMES_PER_SECOND,
+    SAMPLING_RATE,
+    ChunkInput,
+    Engine,
+    RawSegment,
+)
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import BatchPolicy
 
 log = logging.getLogger(__name__)
 
-FRAMES_PER_SECOND = 100
 WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
 
 
@@ -86,7 +92,7 @@ class WorkItem:
     def duration(self) -> float:
         if self.chunk is not None:
             return self.chunk.duration
-        return 0.0 if self.audio is None else self.audio.shape[0] / 16_000
+        return 0.0 if self.audio is None else self.audio.shape[0] / SAMPLING_RATE
 
 
 @dataclass
@@ -252,7 +258,7 @@ class Scheduler:
             outputs = [exc] * len(batch)
         finished = self.clock.now()
         # Items are stacked padded to the widest window in the batch.
-        window = max(item.frames[0] for item in batch)
+        window = max(item.window for item in batch)
         real = sum(min(item.frames[1], window) for item in batch)
         record = BatchRecord(
             device=device.name,

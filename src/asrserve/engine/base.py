@@ -13,6 +13,7 @@ from asrserve.transcript import Transcript
 
 SAMPLING_RATE = 16_000
 CHUNK_SECONDS = 30.0
+FRAMES_PER_SECOND = 100  # log-mel frames (hop of 160 samples)
 
 
 class ModelNotFoundError(RuntimeError):

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from asrserve.engine.base import (
+    FRAMES_PER_SECOND,
     ChunkInput,
     Engine,
     ModelNotFoundError,
@@ -23,7 +24,6 @@ from asrserve.transcript import Segment, Transcript, Word
 log = logging.getLogger(__name__)
 
 REQUIRED_FILES = ("model.bin", "config.json")
-FRAMES_PER_SECOND = 100  # log-mel frames
 MIN_TAIL_S = 1.0  # undecoded audio at the end of a window worth another pass
 MAX_PASSES = 4  # one pass, plus continuations of windows whisper left unfinished
 NO_SPEECH_THRESHOLD = 0.6  # with LOG_PROB_THRESHOLD: faster-whisper's silence test

@@ -8,21 +8,24 @@ pending. ``tests/test_tune.py`` checks it against ``select_batch`` on random inp
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-LENGTH_BUCKET_S = 5.0  # as batching/policies.py
-CHUNK_S = 30.0
-WINDOW_MARGIN_S = 0.5  # as audio/features.py: room after the last word
-DEFAULT_WINDOWS = (5.0, 10.0, 15.0, 20.0, 30.0)
+from asrserve.audio.features import window_frames
+from asrserve.batching.policies import LENGTH_BUCKET_S
+from asrserve.engine.base import CHUNK_SECONDS as CHUNK_S
+from asrserve.settings import Settings
 
+DEFAULT_WINDOWS: tuple[float, ...] = Settings.model_fields["encoder_windows_s"].default
 
-def window_frames(duration: float, windows: Sequence[float]) -> int:
-    """Encoder frames of a chunk: the smallest window that holds it with the margin."""
-    for window in sorted(windows):
-        if duration <= window - WINDOW_MARGIN_S:
-            return round(window * 100)
-    return round(CHUNK_S * 100)
+__all__ = [
+    "CHUNK_S",
+    "DEFAULT_WINDOWS",
+    "LENGTH_BUCKET_S",
+    "Item",
+    "Pending",
+    "chunk_durations",
+    "window_frames",
+]
 
 
 def chunk_durations(duration: float) -> list[float]:

@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from asrserve.batching.scheduler import WINDOW_FRAMES
 from asrserve.tune.model import LatencyModel
 from asrserve.tune.select import (
     CHUNK_S,
@@ -153,7 +154,7 @@ class _Run:
         self.left[index] = len(pieces)
         for piece in pieces:
             if self.whole:
-                window = 3000 * max(1, math.ceil(piece / CHUNK_S))
+                window = WINDOW_FRAMES * max(1, math.ceil(piece / CHUNK_S))
             else:
                 window = window_frames(piece, self.windows)
             self.pending.add(index, req.priority, piece, window, now)
