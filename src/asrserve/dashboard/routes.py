@@ -8,12 +8,12 @@ cumulative counters between two polls, using the server's monotonic clock.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 from fastapi import APIRouter, Depends
 from fastapi.responses import FileResponse
 
@@ -95,13 +95,10 @@ def latency_summary(jobs: Sequence[Job]) -> dict[str, Any]:
 
 
 def percentile(ordered: Sequence[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default); None when empty."""
+    """numpy's linear interpolation between closest ranks; None when empty."""
     if not ordered:
         return None
-    rank = (len(ordered) - 1) * q / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    value = ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-    return round(value, 4)
+    return round(float(np.percentile(ordered, q)), 4)
 
 
 def _latency(job: Job) -> float | None:

@@ -18,6 +18,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from asrserve.batching.scheduler import WINDOW_FRAMES
 from asrserve.tune.model import LatencyModel
 from asrserve.tune.select import (
@@ -59,14 +61,8 @@ class Outcome:
     batches: int
 
     def percentile(self, q: float) -> float:
-        """Linear interpolation between closest ranks, as numpy's default."""
-        values = sorted(self.latencies)
-        if not values:
-            return math.nan
-        rank = (len(values) - 1) * q / 100
-        low = math.floor(rank)
-        high = min(low + 1, len(values) - 1)
-        return values[low] + (values[high] - values[low]) * (rank - low)
+        """numpy's linear interpolation between closest ranks; nan when empty."""
+        return float(np.percentile(self.latencies, q)) if self.latencies else math.nan
 
 
 ARRIVE, ENQUEUE, DONE, TIMER = 0, 1, 2, 3  # event kinds, in this order at equal times
