@@ -69,13 +69,12 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             self.finished.append(
                 len(tokens) >= 2 and tokens[-2] < tokenizer.timestamp_begin <= tokens[-1]
             )
-            seq_len = len(result.sequences_ids[0])
-            cum_logprob = result.scores[0] * (seq_len**options.length_penalty)
+            cum_logprob = result.scores[0] * (len(tokens) ** options.length_penalty)
             output.append(
                 {
-                    "avg_logprob": cum_logprob / (seq_len + 1),
+                    "avg_logprob": cum_logprob / (len(tokens) + 1),
                     "no_speech_prob": result.no_speech_prob,
-                    "tokens": result.sequences_ids[0],
+                    "tokens": tokens,
                 }
             )
         return encoder_output, output
