@@ -19,11 +19,14 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from asrserve.api import audio_routes, health_routes, job_routes
+from asrserve.api import audio_routes, batch_routes, file_routes, health_routes, job_routes
 from asrserve.api.deps import ApiContext
 from asrserve.api.errors import install_error_handlers
 from asrserve.api.forms import ModelInfo
 from asrserve.api.schemas import job_view
+from asrserve.batches.models import Batch
+from asrserve.batches.runner import BatchRunner
+from asrserve.batches.sqlite import SqliteBatchStore
 from asrserve.batching.scheduler import Device, Scheduler, SchedulerConfig
 from asrserve.batching.stats import BatchRecord
 from asrserve.dashboard import routes as dashboard_routes
@@ -35,15 +38,16 @@ from asrserve.engine.whisper import (
     check_model_dir,
 )
 from asrserve.events import JobEvents
-from asrserve.jobs.models import Job
+from asrserve.files.sqlite import SqliteFileStore
+from asrserve.jobs.models import Job, Priority
 from asrserve.jobs.sqlite import SqliteJobStore
 from asrserve.queue.sqlite import SqliteQueue
 from asrserve.service import Service
 from asrserve.settings import Settings
 from asrserve.sqlite import Database
 from asrserve.tune.recorder import TrafficRecorder
-from asrserve.webhooks import WebhookSender
-from asrserve.worker import Worker
+from asrserve.webhooks import BatchWebhooks, JobWebhooks, WebhookSender
+from asrserve.worker import Lane, Worker
 
 log = logging.getLogger(__name__)
 
@@ -90,18 +94,23 @@ class Runtime:
     scheduler: Scheduler
     worker: Worker
     webhooks: WebhookSender
-    preprocess: ThreadPoolExecutor
+    executors: list[ThreadPoolExecutor]
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
 
 def create_app(settings: Settings, engine_factory: EngineFactory = load_engines) -> FastAPI:
     settings.audio_dir.mkdir(parents=True, exist_ok=True)
+    settings.files_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.db_path)
     store = SqliteJobStore(db)
     queue = SqliteQueue(db)
     events = JobEvents()
     recorder = TrafficRecorder.from_settings(settings)
-    context = ApiContext(service=Service(settings, store, queue, events, recorder))
+    context = ApiContext(
+        service=Service(settings, store, queue, events, recorder),
+        files=SqliteFileStore(db),
+        batches=SqliteBatchStore(db),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -126,8 +135,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = load_engines)
     app.state.context = context
     app.middleware("http")(context.metrics.middleware)
     install_error_handlers(app)
-    for router in (health_routes.router, audio_routes.router, job_routes.router):
-        app.include_router(router)
+    for module in (health_routes, audio_routes, job_routes, file_routes, batch_routes):
+        app.include_router(module.router)
     app.include_router(dashboard_routes.router)
     return app
 
@@ -137,17 +146,79 @@ async def _start(
 ) -> Runtime:
     service = context.service
     engines = await asyncio.to_thread(engine_factory, settings)
+    scheduler = _scheduler(settings, engines, context)
+    model = ModelInfo(
+        id=engines[0].model_id,
+        multilingual=engines[0].multilingual,
+        default_beam_size=settings.beam_size,
+    )
+    preprocess = ThreadPoolExecutor(
+        settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
+    )
+    offline = ThreadPoolExecutor(1, thread_name_prefix="preprocess-batch")
+    lanes = [
+        Lane((Priority.INTERACTIVE, Priority.ASYNC), settings.prefetch_jobs, preprocess),
+        Lane((Priority.BATCH,), settings.batch_prefetch_jobs, offline),
+    ]
+    webhooks = WebhookSender(
+        settings, [JobWebhooks(service.store, job_view), BatchWebhooks(context.batches)]
+    )
+
+    def on_batch_end(batch: Batch) -> None:
+        if batch.callback_url:
+            webhooks.kick()
+
+    runner = BatchRunner(service, context.batches, context.files, model, on_batch_end)
+
+    def on_finished(job: Job) -> None:
+        context.metrics.job_finished(job)
+        if job.callback_url:
+            webhooks.kick()
+        if job.batch_id:
+            runner.kick()
+        if settings.audio_retention_s == 0 and job.audio_path and job.owns_audio:
+            Path(job.audio_path).unlink(missing_ok=True)
+
+    worker = Worker(
+        settings, service.store, service.queue, scheduler, events, engines[0], lanes, on_finished
+    )
+    recovered = await service.queue.recover()
+    for job in await service.store.unfinished():
+        await service.queue.put(job.id, job.priority)
+    runtime = Runtime(settings, engines, scheduler, worker, webhooks, [preprocess, offline])
+    runtime.tasks = {
+        "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
+        "worker": asyncio.create_task(worker.run(), name="worker"),
+        "batches": asyncio.create_task(runner.run(), name="batches"),
+        "webhooks": asyncio.create_task(webhooks.run(), name="webhooks"),
+        "retention": asyncio.create_task(_sweep_audio(settings, service), name="retention"),
+    }
+    context.scheduler_view = lambda: _scheduler_view(settings, scheduler, worker)
+    context.kick_batches = runner.kick
+    context.model = model
+    log.info(
+        "ready: %d device(s), policy %s, %d claimed job(s) recovered",
+        len(engines),
+        settings.batch_policy.value,
+        recovered,
+    )
+    return runtime
+
+
+def _scheduler(settings: Settings, engines: Sequence[Engine], context: ApiContext) -> Scheduler:
+    """One scheduler over every replica, reporting each batch to metrics and the recorder."""
     config = SchedulerConfig(
         policy=settings.batch_policy,
         max_batch_size=settings.max_batch_size,
         max_wait=settings.max_wait_ms / 1000,
         max_age=settings.max_queue_age_s,
+        never_ages=Priority.BATCH,
     )
     metrics = context.metrics
     kind = resolve_device(settings)
     indices = settings.device_index if kind == "cuda" else range(len(engines))
     devices = [Device(f"{kind}:{i}", engine) for i, engine in zip(indices, engines, strict=False)]
-    recorder = service.recorder
+    recorder = context.service.recorder
 
     def on_batch(record: BatchRecord) -> None:
         metrics.observe_batch(record)
@@ -158,51 +229,7 @@ async def _start(
     metrics.watch_scheduler(scheduler.stats)
     if kind == "cuda":
         metrics.watch_gpus(settings.device_index)
-    preprocess = ThreadPoolExecutor(
-        settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
-    )
-    webhooks = WebhookSender(settings, service.store, job_view)
-
-    def on_finished(job: Job) -> None:
-        metrics.job_finished(job)
-        if job.callback_url:
-            webhooks.kick()
-        if settings.audio_retention_s == 0 and job.audio_path:
-            Path(job.audio_path).unlink(missing_ok=True)
-
-    worker = Worker(
-        settings,
-        service.store,
-        service.queue,
-        scheduler,
-        events,
-        engines[0],
-        preprocess,
-        on_finished,
-    )
-    recovered = await service.queue.recover()
-    for job in await service.store.unfinished():
-        await service.queue.put(job.id, job.priority)
-    runtime = Runtime(settings, engines, scheduler, worker, webhooks, preprocess)
-    runtime.tasks = {
-        "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
-        "worker": asyncio.create_task(worker.run(), name="worker"),
-        "webhooks": asyncio.create_task(webhooks.run(), name="webhooks"),
-        "retention": asyncio.create_task(_sweep_audio(settings, service), name="retention"),
-    }
-    context.scheduler_view = lambda: _scheduler_view(settings, scheduler, worker)
-    context.model = ModelInfo(
-        id=engines[0].model_id,
-        multilingual=engines[0].multilingual,
-        default_beam_size=settings.beam_size,
-    )
-    log.info(
-        "ready: %d device(s), policy %s, %d claimed job(s) recovered",
-        len(engines),
-        settings.batch_policy.value,
-        recovered,
-    )
-    return runtime
+    return scheduler
 
 
 async def _stop(runtime: Runtime) -> None:
@@ -211,12 +238,13 @@ async def _stop(runtime: Runtime) -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await tasks["worker"]
     await runtime.worker.drain(runtime.settings.shutdown_grace_s)  # phase 2: drain, cancel
-    for name in ("scheduler", "webhooks", "retention"):
+    for name in ("scheduler", "batches", "webhooks", "retention"):
         tasks[name].cancel()
     await asyncio.gather(*tasks.values(), return_exceptions=True)
     await runtime.webhooks.aclose()
     runtime.scheduler.close()
-    runtime.preprocess.shutdown(wait=False, cancel_futures=True)
+    for executor in runtime.executors:
+        executor.shutdown(wait=False, cancel_futures=True)
 
 
 async def _sweep_audio(settings: Settings, service: Service) -> None:

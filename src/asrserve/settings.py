@@ -71,6 +71,9 @@ class Settings(BaseSettings):
         30.0, gt=0, description="A chunk waiting longer jumps every priority and length rule."
     )
     prefetch_jobs: int = Field(32, ge=1, description="Jobs claimed ahead of the device loops.")
+    batch_prefetch_jobs: int = Field(
+        16, ge=1, description="Batch API items in flight; their own budget, never online slots."
+    )
     preprocess_threads: int = Field(0, ge=0, description="Audio decode/feature threads; 0 = cores.")
 
     # Limits
@@ -80,6 +83,13 @@ class Settings(BaseSettings):
     sync_timeout_s: float = Field(900.0, gt=0)
     max_wait_param_s: float = Field(60.0, gt=0, description="Cap for ?wait= long polls.")
     max_attempts: int = Field(3, ge=1, description="Deliveries before a job is failed.")
+
+    # Files and Batch API
+    max_batch_file_bytes: int = Field(100 * MIB, ge=1, description="A batch's JSONL input file.")
+    max_batch_requests: int = Field(50_000, ge=1, description="Lines in one batch.")
+    batch_window_s: float = Field(
+        86400.0, gt=0, description="How long a completion_window='24h' batch may run."
+    )
 
     # Webhooks
     webhook_max_attempts: int = Field(6, ge=1)
@@ -122,3 +132,7 @@ class Settings(BaseSettings):
     @property
     def audio_dir(self) -> Path:
         return self.data_dir / "audio"
+
+    @property
+    def files_dir(self) -> Path:
+        return self.data_dir / "files"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -44,6 +44,14 @@ class Database:
     def migrate(self, schema: str) -> None:
         with self._lock:
             self._conn.executescript(schema)
+
+    def add_columns(self, table: str, columns: Sequence[tuple[str, str]]) -> None:
+        """Add the columns a table made by an earlier version lacks (a forward migration)."""
+        with self._lock:
+            have = {row["name"] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+            for name, declaration in columns:
+                if name not in have:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {declaration}")
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self.run_sync, fn)

@@ -1,7 +1,8 @@
-"""Webhook delivery: POST the finished job to its ``callback_url``, with retries.
+"""Webhook delivery: POST a finished job or batch to its callback URL, with retries.
 
-The job row says whether a delivery is owed (``webhook_status = pending``), so deliveries
-survive a restart. Failed attempts back off exponentially; every attempt is recorded.
+The owner's stored row says whether a delivery is owed (``webhook_status = pending``), so
+deliveries survive a restart. Failed attempts back off exponentially; every attempt is
+recorded. Sources (jobs, batches) say what is owed; the sender only delivers.
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import httpx
 
+from asrserve.batches.models import Batch
+from asrserve.batches.store import BatchStore
 from asrserve.jobs.models import Job, WebhookStatus
 from asrserve.jobs.store import JobStore
 from asrserve.settings import Settings
@@ -21,17 +25,77 @@ from asrserve.settings import Settings
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Owed:
+    key: str  # unique across sources: a job or batch id
+    url: str
+    event: str  # sent as X-Asrserve-Event, e.g. job.succeeded, batch.completed
+    body: dict[str, Any]
+    attempts: int
+    record: Callable[[WebhookStatus, str | None], Awaitable[object]]
+
+
+class WebhookSource(Protocol):
+    async def owed(self) -> list[Owed]: ...
+
+
+class JobWebhooks:
+    def __init__(self, store: JobStore, render: Callable[[Job], dict[str, Any]]) -> None:
+        self._store = store
+        self._render = render
+
+    async def owed(self) -> list[Owed]:
+        return [self._owed(job) for job in await self._store.webhooks_pending() if job.callback_url]
+
+    def _owed(self, job: Job) -> Owed:
+        assert job.callback_url is not None
+
+        async def record(status: WebhookStatus, error: str | None) -> object:
+            return await self._store.record_webhook(job.id, status, error)
+
+        event = f"job.{job.status.value}"
+        return Owed(
+            job.id, job.callback_url, event, self._render(job), job.webhook_attempts, record
+        )
+
+
+class BatchWebhooks:
+    def __init__(self, store: BatchStore) -> None:
+        self._store = store
+
+    async def owed(self) -> list[Owed]:
+        pending = await self._store.webhooks_pending()
+        return [self._owed(batch) for batch in pending if batch.callback_url]
+
+    def _owed(self, batch: Batch) -> Owed:
+        assert batch.callback_url is not None
+
+        async def record(status: WebhookStatus, error: str | None) -> object:
+            def mutate(b: Batch) -> Batch:
+                update = {
+                    "webhook_status": status,
+                    "webhook_attempts": b.webhook_attempts + 1,
+                    "webhook_last_error": error,
+                }
+                return b.model_copy(update=update)
+
+            return await self._store.update(batch.id, mutate)
+
+        event = f"batch.{batch.status.value}"
+        return Owed(
+            batch.id, batch.callback_url, event, batch.view(), batch.webhook_attempts, record
+        )
+
+
 class WebhookSender:
     def __init__(
         self,
         settings: Settings,
-        store: JobStore,
-        render: Callable[[Job], dict[str, Any]],
+        sources: Sequence[WebhookSource],
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self._settings = settings
-        self._store = store
-        self._render = render
+        self._sources = sources
         self._client = client or httpx.AsyncClient(
             timeout=settings.webhook_timeout_s, follow_redirects=False
         )
@@ -39,7 +103,7 @@ class WebhookSender:
         self._due: dict[str, float] = {}
 
     def kick(self) -> None:
-        """A job finished with a callback: look at pending deliveries now."""
+        """Something finished with a callback: look at pending deliveries now."""
         self._kick.set()
 
     async def run(self) -> None:
@@ -47,10 +111,10 @@ class WebhookSender:
         while True:
             self._kick.clear()
             now = loop.time()
-            pending = await self._store.webhooks_pending()
-            due = [job for job in pending if self._due.get(job.id, 0.0) <= now]
-            await asyncio.gather(*(self._deliver(job) for job in due))
-            waiting = [self._due[j.id] for j in pending if j.id in self._due]
+            pending = [owed for source in self._sources for owed in await source.owed()]
+            due = [owed for owed in pending if self._due.get(owed.key, 0.0) <= now]
+            await asyncio.gather(*(self._deliver(owed) for owed in due))
+            waiting = [self._due[o.key] for o in pending if o.key in self._due]
             timeout = max(min(waiting) - loop.time(), 0.0) if waiting else None
             if due and timeout is None:
                 continue
@@ -60,30 +124,27 @@ class WebhookSender:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _deliver(self, job: Job) -> None:
-        assert job.callback_url is not None
+    async def _deliver(self, owed: Owed) -> None:
         error: str | None = None
         try:
             response = await self._client.post(
-                job.callback_url,
-                json=self._render(job),
-                headers={"X-Asrserve-Event": f"job.{job.status.value}"},
+                owed.url, json=owed.body, headers={"X-Asrserve-Event": owed.event}
             )
             if not response.is_success:
                 error = f"HTTP {response.status_code}"
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}"
-        attempts = job.webhook_attempts + 1
+        attempts = owed.attempts + 1
         if error is None:
             status = WebhookStatus.DELIVERED
         elif attempts >= self._settings.webhook_max_attempts:
             status = WebhookStatus.FAILED
         else:
             status = WebhookStatus.PENDING
-        await self._store.record_webhook(job.id, status, error)
+        await owed.record(status, error)
         if status is WebhookStatus.PENDING:
             delay = self._settings.webhook_backoff_s * 2 ** (attempts - 1)
-            self._due[job.id] = asyncio.get_running_loop().time() + delay
-            log.info("webhook for %s failed (%s); retry in %.1f s", job.id, error, delay)
+            self._due[owed.key] = asyncio.get_running_loop().time() + delay
+            log.info("webhook for %s failed (%s); retry in %.1f s", owed.key, error, delay)
         else:
-            self._due.pop(job.id, None)
+            self._due.pop(owed.key, None)

@@ -2,6 +2,10 @@
 
 Per job: decode + VAD + features in the preprocessing pool, chunks to the scheduler,
 results back in order, the transcript stored once, the queue entry acked only after that.
+
+Online jobs (interactive, async) and offline Batch API items are claimed by two loops with
+their own in-flight budgets and preprocessing pools, so a backlog of batch items can
+never hold the slots or the decode threads an online request needs.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 
 from asrserve.audio.chunk import restore
@@ -21,7 +26,7 @@ from asrserve.audio.features import prepare
 from asrserve.batching.scheduler import DeadlineExceeded, Scheduler
 from asrserve.engine.base import Engine
 from asrserve.events import JobEvents
-from asrserve.jobs.models import Job, JobError
+from asrserve.jobs.models import Job, JobError, Priority
 from asrserve.jobs.store import JobStore
 from asrserve.queue.base import Delivery, Queue
 from asrserve.settings import BatchPolicy, Settings
@@ -30,6 +35,17 @@ from asrserve.transcript import Transcript
 log = logging.getLogger(__name__)
 
 CLAIM_BLOCK_S = 5.0
+
+
+@dataclass
+class Lane:
+    """A claim loop's share: which priorities, how many jobs in flight, which decode pool."""
+
+    priorities: tuple[Priority, ...]
+    capacity: int
+    preprocess: Executor
+    in_flight: int = 0
+    slot_freed: asyncio.Event | None = None
 
 
 class Worker:
@@ -41,7 +57,7 @@ class Worker:
         scheduler: Scheduler,
         events: JobEvents,
         features: Engine,
-        preprocess: ThreadPoolExecutor,
+        lanes: list[Lane],
         on_finished: Callable[[Job], None] = lambda job: None,
     ) -> None:
         self._settings = settings
@@ -50,11 +66,10 @@ class Worker:
         self._scheduler = scheduler
         self._events = events
         self._features = features
-        self._preprocess = preprocess
+        self._lanes = lanes
         self._on_finished = on_finished
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._user_cancelled: set[str] = set()
-        self._slot_freed = asyncio.Event()
         events.on_cancel(self.cancel)
 
     @property
@@ -62,17 +77,24 @@ class Worker:
         return len(self._tasks)
 
     async def run(self) -> None:
-        """Claim loop: keeps up to ``prefetch_jobs`` jobs in flight. Cancel it to stop claiming."""
+        """Every lane's claim loop. Cancel it to stop claiming."""
+        await asyncio.gather(*(self._claim(lane) for lane in self._lanes))
+
+    async def _claim(self, lane: Lane) -> None:
+        """Keep up to ``lane.capacity`` of the lane's jobs in flight."""
+        lane.slot_freed = asyncio.Event()
         while True:
-            free = self._settings.prefetch_jobs - len(self._tasks)
+            free = lane.capacity - lane.in_flight
             if free <= 0:
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
+                lane.slot_freed.clear()
+                await lane.slot_freed.wait()
                 continue
-            for delivery in await self._queue.get(free, CLAIM_BLOCK_S):
-                task = asyncio.create_task(self._handle(delivery), name=delivery.job_id)
+            limits = dict.fromkeys(lane.priorities, free)
+            for delivery in await self._queue.get(limits, CLAIM_BLOCK_S):
+                lane.in_flight += 1
+                task = asyncio.create_task(self._handle(delivery, lane), name=delivery.job_id)
                 self._tasks[delivery.job_id] = task
-                task.add_done_callback(functools.partial(self._done, delivery.job_id))
+                task.add_done_callback(functools.partial(self._done, delivery.job_id, lane))
 
     async def drain(self, grace: float) -> None:
         """Second shutdown phase: let in-flight jobs finish for ``grace`` s, then cancel them.
@@ -94,16 +116,18 @@ class Worker:
             self._user_cancelled.add(job_id)
             task.cancel()
 
-    def _done(self, job_id: str, task: asyncio.Task[None]) -> None:
+    def _done(self, job_id: str, lane: Lane, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             # e.g. the database went away mid-job: the entry stays claimed and is handed
             # out again at the next start.
             log.error("job %s: worker error", job_id, exc_info=task.exception())
         self._tasks.pop(job_id, None)
         self._user_cancelled.discard(job_id)
-        self._slot_freed.set()
+        lane.in_flight -= 1
+        if lane.slot_freed is not None:
+            lane.slot_freed.set()
 
-    async def _handle(self, delivery: Delivery) -> None:
+    async def _handle(self, delivery: Delivery, lane: Lane) -> None:
         job = await self._store.get(delivery.job_id)
         if job is None or job.status.finished:
             await self._queue.ack(delivery)
@@ -121,7 +145,7 @@ class Worker:
             await self._queue.ack(delivery)
             return
         try:
-            outcome = await self._run(started)
+            outcome = await self._run(started, lane.preprocess)
         except asyncio.CancelledError:
             if job.id in self._user_cancelled:
                 await self._queue.ack(delivery)
@@ -131,9 +155,9 @@ class Worker:
             raise
         await self._conclude(delivery, outcome)
 
-    async def _run(self, job: Job) -> Job | None:
+    async def _run(self, job: Job, preprocess: Executor) -> Job | None:
         try:
-            transcript = await self._transcribe(job)
+            transcript = await self._transcribe(job, preprocess)
         except AudioError as exc:
             error = JobError(status=exc.status, code=exc.code, message=exc.message)
         except DeadlineExceeded:
@@ -160,12 +184,12 @@ class Worker:
             self._events.finished(outcome.id)
             self._on_finished(outcome)
 
-    async def _transcribe(self, job: Job) -> Transcript:
+    async def _transcribe(self, job: Job, preprocess: Executor) -> Transcript:
         settings = self._settings
         whole = settings.batch_policy is BatchPolicy.NONE
         loop = asyncio.get_running_loop()
         prepared = await loop.run_in_executor(
-            self._preprocess,
+            preprocess,
             functools.partial(
                 prepare,
                 Path(job.audio_path),

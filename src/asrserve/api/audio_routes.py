@@ -34,7 +34,7 @@ async def receive_transcription(
     job_id, dest = ctx.service.new_upload_path()
     upload = await receive_upload(request, dest, max_bytes)
     try:
-        return job_id, upload, parse_request(upload, ctx.model, callback=callback)
+        return job_id, upload, parse_request(upload.fields, ctx.model, callback=callback)
     except ApiError:
         upload.remove()
         raise

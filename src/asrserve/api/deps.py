@@ -9,6 +9,8 @@ from typing import Any
 from fastapi import Request
 
 from asrserve.api.forms import ModelInfo
+from asrserve.batches.store import BatchStore
+from asrserve.files.store import FileStore
 from asrserve.metrics import Metrics
 from asrserve.service import Service
 
@@ -16,9 +18,12 @@ from asrserve.service import Service
 @dataclass
 class ApiContext:
     service: Service
+    files: FileStore
+    batches: BatchStore
     metrics: Metrics = field(default_factory=Metrics)
     model: ModelInfo | None = None  # set once the model is loaded
     scheduler_view: Callable[[], dict[str, Any]] = field(default=lambda: {})
+    kick_batches: Callable[[], None] = field(default=lambda: None)  # the batch runner's
 
     @property
     def ready(self) -> bool:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from asrserve.api.errors import ApiError
-from asrserve.api.uploads import Upload
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import TranscriptionOptions
 
@@ -30,7 +30,21 @@ class Request:
     callback_url: str | None = None
 
 
-def parse_request(upload: Upload, model: ModelInfo, *, callback: bool = False) -> Request:
+Fields = Mapping[str, Sequence[str]]
+
+
+class _Form:
+    def __init__(self, fields: Fields) -> None:
+        self.fields = fields
+
+    def get(self, name: str) -> str | None:
+        values = self.fields.get(name)
+        return values[-1] if values else None
+
+
+def parse_request(fields: Fields, model: ModelInfo, *, callback: bool = False) -> Request:
+    """Validate transcription options given as form fields (each name → its values)."""
+    upload = _Form(fields)
     _check_model(upload.get("model"), model)
     fmt = _response_format(upload.get("response_format"))
     granularities = _granularities(upload)
@@ -91,7 +105,7 @@ def _response_format(value: str | None) -> ResponseFormat:
         ) from None
 
 
-def _granularities(upload: Upload) -> set[str]:
+def _granularities(upload: _Form) -> set[str]:
     values = set(upload.fields.get("timestamp_granularities[]", []))
     values |= set(upload.fields.get("timestamp_granularities", []))
     unknown = values - GRANULARITIES

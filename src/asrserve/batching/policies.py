@@ -4,7 +4,8 @@ A batch holds chunks that share decoding options (a batch runs one ``generate`` 
 Selection, in order of precedence:
 
 1. Aging: a chunk that has waited longer than ``max_age`` heads the batch, whatever its
-   class, so nothing waits without bound.
+   class, so nothing waits without bound. Offline work (classes from ``never_ages``) is
+   exempt: it fills idle capacity and never pushes ahead of online requests.
 2. Priority class: interactive before async jobs before offline batch work.
 3. Fairness across jobs: a job's k-th pending chunk ranks after every other job's
    (k-1)-th, so one two-hour file cannot starve a five-second clip.
@@ -46,13 +47,14 @@ T = TypeVar("T", bound=Pending)
 class Selection:
     max_batch_size: int
     max_age: float  # seconds before a chunk is promoted to the head of the next batch
+    never_ages: int | None = None  # priorities from this one on are never promoted
 
 
 def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
     """The next batch from ``items`` (which stay untouched); empty only if ``items`` is."""
     if not items:
         return []
-    head = _head(items, now, rule.max_age)
+    head = _head(items, now, rule)
     candidates = [item for item in items if item.key == head.key]
     rank = _fair_rank(candidates)
     head_bucket = _bucket(head.duration)
@@ -70,8 +72,13 @@ def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
     return [head, *rest[: rule.max_batch_size - 1]]
 
 
-def _head(items: Sequence[T], now: float, max_age: float) -> T:
-    overdue = [item for item in items if now - item.enqueued_at >= max_age]
+def _head(items: Sequence[T], now: float, rule: Selection) -> T:
+    ages = rule.never_ages
+    overdue = [
+        item
+        for item in items
+        if now - item.enqueued_at >= rule.max_age and (ages is None or item.priority < ages)
+    ]
     if overdue:
         return min(overdue, key=lambda item: item.seq)
     rank = _fair_rank(items)

@@ -13,6 +13,7 @@ moves futures.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import math
@@ -52,6 +53,7 @@ class SchedulerConfig:
     max_batch_size: int = 16
     max_wait: float = 0.02  # seconds; the ``window`` policy's wait after the head arrives
     max_age: float = 30.0  # seconds before a chunk jumps every priority and length rule
+    never_ages: int | None = None  # priority classes from this one on never jump (offline work)
 
 
 @dataclass(eq=False)
@@ -124,7 +126,7 @@ class Scheduler:
         self._arrival = asyncio.Event()
         self._seq = itertools.count()
         self._batch_ids = itertools.count(1)
-        self._selection = Selection(config.max_batch_size, config.max_age)
+        self._selection = Selection(config.max_batch_size, config.max_age, config.never_ages)
 
     # --- producers ------------------------------------------------------------------
     def submit_chunks(
@@ -211,7 +213,7 @@ class Scheduler:
     def _rule(self, limit: int | None) -> Selection:
         if limit is None:
             return self._selection
-        return Selection(limit, self._selection.max_age)
+        return dataclasses.replace(self._selection, max_batch_size=limit)
 
     async def _window_ready(self) -> bool:
         """True once the head's window has elapsed or a full batch waits; else wait a bit."""

@@ -82,6 +82,8 @@ class Job(BaseModel):
     webhook_status: WebhookStatus | None = None
     webhook_attempts: int = 0
     webhook_last_error: str | None = None
+    batch_id: str | None = None  # set for the items of a Batch API batch
+    owns_audio: bool = True  # False: the audio belongs to a stored file, never deleted with the job
 
 
 def new_job_id() -> str:

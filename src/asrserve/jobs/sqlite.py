@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from asrserve.jobs.models import Job, JobStatus, WebhookStatus
@@ -30,13 +31,21 @@ CREATE TABLE IF NOT EXISTS jobs (
     webhook_status TEXT,
     webhook_attempts INTEGER NOT NULL,
     webhook_last_error TEXT,
-    deadline_at REAL
+    deadline_at REAL,
+    batch_id TEXT,
+    owns_audio INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
 CREATE INDEX IF NOT EXISTS jobs_webhook ON jobs (webhook_status);
 """
+# Columns added after the first release: (name, declaration) for databases made before them.
+ADDED_COLUMNS = (("batch_id", "TEXT"), ("owns_audio", "INTEGER NOT NULL DEFAULT 1"))
+INDEXES = "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, status);"
 
 COLUMNS = tuple(Job.model_fields)
+_PLACEHOLDERS = ", ".join("?" for _ in COLUMNS)
+INSERT = f"INSERT INTO jobs ({', '.join(COLUMNS)}) VALUES ({_PLACEHOLDERS})"
+INSERT_OR_IGNORE = INSERT.replace("INSERT", "INSERT OR IGNORE", 1)
 JSON_COLUMNS = ("options", "error", "result")
 
 
@@ -63,11 +72,32 @@ class SqliteJobStore(JobStore):
     def __init__(self, db: Database) -> None:
         self._db = db
         db.migrate(SCHEMA)
+        db.add_columns("jobs", ADDED_COLUMNS)
+        db.migrate(INDEXES)
 
     async def create(self, job: Job) -> None:
-        placeholders = ", ".join("?" for _ in COLUMNS)
-        sql = f"INSERT INTO jobs ({', '.join(COLUMNS)}) VALUES ({placeholders})"
-        await self._db.run(lambda c: c.execute(sql, _to_row(job)) and None)
+        await self._db.run(lambda c: c.execute(INSERT, _to_row(job)) and None)
+
+    async def create_many(self, jobs: Sequence[Job]) -> None:
+        rows = [_to_row(job) for job in jobs]
+        await self._db.run(lambda c: c.executemany(INSERT_OR_IGNORE, rows) and None)
+
+    async def batch_counts(self, batch_id: str) -> dict[JobStatus, int]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT status, COUNT(*) AS n FROM jobs WHERE batch_id = ? GROUP BY status",
+                (batch_id,),
+            ).fetchall()
+        )
+        return {JobStatus(r["status"]): r["n"] for r in rows}
+
+    async def batch_jobs(self, batch_id: str, *, unfinished: bool = False) -> list[Job]:
+        sql = "SELECT * FROM jobs WHERE batch_id = ?"
+        params: tuple[Any, ...] = (batch_id,)
+        if unfinished:
+            sql += " AND status IN (?, ?)"
+            params = (batch_id, JobStatus.QUEUED.value, JobStatus.RUNNING.value)
+        return await self._select(sql + " ORDER BY id", params)
 
     async def get(self, job_id: str) -> Job | None:
         return await self._db.run(lambda c: _get(c, job_id))
@@ -114,8 +144,8 @@ class SqliteJobStore(JobStore):
 
     async def audio_expired(self, finished_before: float) -> list[Job]:
         return await self._select(
-            "SELECT * FROM jobs WHERE audio_path != '' AND finished_at IS NOT NULL "
-            "AND finished_at < ? ORDER BY id",
+            "SELECT * FROM jobs WHERE audio_path != '' AND owns_audio = 1"
+            " AND finished_at IS NOT NULL AND finished_at < ? ORDER BY id",
             (finished_before,),
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus
 from asrserve.transcript import Transcript
@@ -41,7 +41,22 @@ class JobStore(ABC):
     async def webhooks_pending(self) -> list[Job]: ...
 
     @abstractmethod
-    async def audio_expired(self, finished_before: float) -> list[Job]: ...
+    async def audio_expired(self, finished_before: float) -> list[Job]:
+        """Finished jobs whose own uploaded audio is still on disk."""
+
+    @abstractmethod
+    async def batch_counts(self, batch_id: str) -> dict[JobStatus, int]:
+        """How many of a batch's jobs are in each status."""
+
+    @abstractmethod
+    async def batch_jobs(self, batch_id: str, *, unfinished: bool = False) -> list[Job]:
+        """A batch's jobs (only the queued or running ones with ``unfinished``)."""
+
+    async def create_many(self, jobs: Sequence[Job]) -> None:
+        """Create the jobs not stored yet (safe to repeat after a crash)."""
+        for job in jobs:
+            if await self.get(job.id) is None:
+                await self.create(job)
 
     async def close(self) -> None:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from asrserve.jobs.models import Priority
@@ -22,16 +23,18 @@ class Queue(ABC):
         """Idempotent: putting an id that is already queued leaves one entry."""
 
     @abstractmethod
-    async def _claim(self, max_items: int) -> list[Delivery]:
-        """Claim up to ``max_items`` ready entries without waiting."""
+    async def _claim(self, limits: Mapping[Priority, int], total: int) -> list[Delivery]:
+        """Without waiting, claim ready entries, most urgent priority first: at most
+        ``limits[p]`` of priority ``p`` and ``total`` in all."""
 
     @abstractmethod
-    async def _wait(self, timeout: float) -> None:
-        """Block until something may be ready (or ``timeout`` passes)."""
+    async def _wait(self, token: object, timeout: float) -> None:
+        """Block until something may have been put since ``token`` was armed (or timeout)."""
 
     @abstractmethod
-    def _arm(self) -> None:
-        """Prepare a wake-up before claiming, so a put between claim and wait is not missed."""
+    def _arm(self) -> object:
+        """A wake-up token taken before claiming, so a put between claim and wait is not
+        missed (each caller has its own: concurrent consumers cannot disarm each other)."""
 
     @abstractmethod
     async def ack(self, delivery: Delivery) -> None:
@@ -49,16 +52,25 @@ class Queue(ABC):
     async def depth(self) -> dict[Priority, int]:
         """Ready (unclaimed) entries by priority."""
 
-    async def get(self, max_items: int, timeout: float) -> list[Delivery]:
-        """Claim up to ``max_items``; block up to ``timeout`` seconds for the first one."""
+    async def put_many(self, job_ids: Sequence[str], priority: Priority) -> None:
+        """Enqueue in this order (entries of one priority are claimed oldest first)."""
+        for job_id in job_ids:
+            await self.put(job_id, priority)
+
+    async def get(self, limits: int | Mapping[Priority, int], timeout: float) -> list[Delivery]:
+        """Claim up to ``limits`` entries (a total, or a cap per priority), most urgent first;
+        block up to ``timeout`` seconds for the first one."""
+        caps = dict.fromkeys(Priority, limits) if isinstance(limits, int) else dict(limits)
+        total = limits if isinstance(limits, int) else sum(caps.values())
+        caps = {p: n for p, n in caps.items() if n > 0}
         deadline = time.monotonic() + timeout
         while True:
-            self._arm()
-            items = await self._claim(max_items)
+            token = self._arm()
+            items = await self._claim(caps, total) if caps else []
             remaining = deadline - time.monotonic()
             if items or remaining <= 0:
                 return items
-            await self._wait(remaining)
+            await self._wait(token, remaining)
 
     async def close(self) -> None:
         return None

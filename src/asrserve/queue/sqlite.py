@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import sqlite3
 import time
+from collections.abc import Mapping, Sequence
 
 from asrserve.jobs.models import Priority
 from asrserve.queue.base import Delivery, Queue
@@ -39,26 +40,52 @@ class SqliteQueue(Queue):
                 and None
             )
         )
-        self._ready.set()
+        self._signal()
 
-    def _arm(self) -> None:
-        self._ready.clear()
+    def _arm(self) -> asyncio.Event:
+        return self._ready
 
-    async def _wait(self, timeout: float) -> None:
+    async def _wait(self, token: object, timeout: float) -> None:
+        assert isinstance(token, asyncio.Event)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._ready.wait(), timeout)
+            await asyncio.wait_for(token.wait(), timeout)
 
-    async def _claim(self, max_items: int) -> list[Delivery]:
+    def _signal(self) -> None:
+        """Wake every consumer armed so far; later ones arm the fresh event."""
+        self._ready.set()
+        self._ready = asyncio.Event()
+
+    async def put_many(self, job_ids: Sequence[str], priority: Priority) -> None:
+        now = time.time()
+        rows = [(job_id, int(priority), now) for job_id in job_ids]
+        await self._db.run(
+            lambda c: (
+                c.executemany(
+                    "INSERT OR IGNORE INTO queue (job_id, priority, enqueued_at) VALUES (?, ?, ?)",
+                    rows,
+                )
+                and None
+            )
+        )
+        self._signal()
+
+    async def _claim(self, limits: Mapping[Priority, int], total: int) -> list[Delivery]:
         def tx(conn: sqlite3.Connection) -> list[Delivery]:
-            rows = conn.execute(
-                "UPDATE queue SET claimed = 1, deliveries = deliveries + 1 WHERE job_id IN ("
-                " SELECT job_id FROM queue WHERE claimed = 0"
-                " ORDER BY priority, enqueued_at LIMIT ?)"
-                " RETURNING job_id, priority, deliveries, enqueued_at",
-                (max_items,),
-            ).fetchall()
-            rows.sort(key=lambda r: (r["priority"], r["enqueued_at"]))
-            return [Delivery(r["job_id"], Priority(r["priority"]), r["deliveries"]) for r in rows]
+            claimed: list[Delivery] = []
+            for priority in sorted(limits):
+                room = min(limits[priority], total - len(claimed))
+                if room <= 0:
+                    break
+                rows = conn.execute(
+                    "UPDATE queue SET claimed = 1, deliveries = deliveries + 1 WHERE rowid IN ("
+                    " SELECT rowid FROM queue WHERE claimed = 0 AND priority = ?"
+                    " ORDER BY enqueued_at, rowid LIMIT ?)"
+                    " RETURNING job_id, deliveries, enqueued_at, rowid",
+                    (int(priority), room),
+                ).fetchall()
+                rows.sort(key=lambda r: (r["enqueued_at"], r["rowid"]))
+                claimed += [Delivery(r["job_id"], priority, r["deliveries"]) for r in rows]
+            return claimed
 
         return await self._db.run(tx)
 
@@ -78,14 +105,14 @@ class SqliteQueue(Queue):
                 and None
             )
         )
-        self._ready.set()
+        self._signal()
 
     async def recover(self) -> int:
         count = await self._db.run(
             lambda c: c.execute("UPDATE queue SET claimed = 0 WHERE claimed = 1").rowcount
         )
         if count:
-            self._ready.set()
+            self._signal()
         return count
 
     async def depth(self) -> dict[Priority, int]:

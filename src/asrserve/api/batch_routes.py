@@ -1,0 +1,119 @@
+"""OpenAI-compatible Batch API, for ``/v1/audio/transcriptions`` requests."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel
+
+from asrserve.api.deps import ApiContext, context
+from asrserve.api.errors import ApiError
+from asrserve.api.file_routes import found as found_file
+from asrserve.api.file_routes import page_body
+from asrserve.api.forms import parse_callback
+from asrserve.batches.models import (
+    COMPLETION_WINDOW,
+    ENDPOINT,
+    Batch,
+    BatchStatus,
+    new_batch_id,
+)
+from asrserve.files.models import FilePurpose
+
+router = APIRouter(prefix="/v1/batches")
+Ctx = Annotated[ApiContext, Depends(context)]
+
+MAX_METADATA = 16
+
+
+class CreateBatch(BaseModel):
+    input_file_id: str
+    endpoint: str
+    completion_window: str
+    metadata: dict[str, str] | None = None
+
+
+@router.post("")
+async def create_batch(body: CreateBatch, ctx: Ctx) -> dict[str, Any]:
+    """Accept a JSONL file of transcription requests; they run as offline, lowest-priority
+    work. ``metadata.callback_url`` gets a POST of the batch when it ends."""
+    if body.endpoint != ENDPOINT:
+        message = f"endpoint must be '{ENDPOINT}' (the only endpoint batches serve here)"
+        raise ApiError(400, message, param="endpoint")
+    if body.completion_window != COMPLETION_WINDOW:
+        message = f"completion_window must be '{COMPLETION_WINDOW}'"
+        raise ApiError(400, message, param="completion_window")
+    _check_metadata(body.metadata)
+    record = await found_file(ctx, body.input_file_id)
+    if record.purpose is not FilePurpose.BATCH:
+        message = f"file '{record.id}' has purpose '{record.purpose.value}', not 'batch'"
+        raise ApiError(400, message, param="input_file_id", code="invalid_file_purpose")
+    now = int(time.time())
+    batch = Batch(
+        id=new_batch_id(),
+        input_file_id=record.id,
+        created_at=now,
+        expires_at=now + int(ctx.service.settings.batch_window_s),
+        metadata=body.metadata,
+    )
+    await ctx.batches.create(batch)
+    ctx.kick_batches()
+    return batch.view()
+
+
+@router.get("")
+async def list_batches(
+    ctx: Ctx,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    after: str | None = None,
+) -> dict[str, Any]:
+    batches = await ctx.batches.page(limit=limit + 1, after=after)
+    return page_body([batch.view() for batch in batches], limit)
+
+
+@router.get("/{batch_id}")
+async def get_batch(batch_id: str, ctx: Ctx) -> dict[str, Any]:
+    return (await _found(ctx, batch_id)).view()
+
+
+@router.post("/{batch_id}/cancel")
+async def cancel_batch(batch_id: str, ctx: Ctx) -> dict[str, Any]:
+    """Stop a batch: requests not finished are cancelled, finished results are kept."""
+    batch = await _found(ctx, batch_id)
+
+    def mutate(current: Batch) -> Batch | None:
+        if current.status not in (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS):
+            return None
+        update = {"status": BatchStatus.CANCELLING, "cancelling_at": int(time.time())}
+        return current.model_copy(update=update)
+
+    cancelled = await ctx.batches.update(batch.id, mutate)
+    if cancelled is None:
+        current = await _found(ctx, batch_id)
+        if current.status is BatchStatus.CANCELLING:
+            return current.view()
+        message = f"the batch is {current.status.value}; it can no longer be cancelled"
+        raise ApiError(409, message, code="batch_not_cancellable")
+    ctx.kick_batches()
+    return cancelled.view()
+
+
+async def _found(ctx: ApiContext, batch_id: str) -> Batch:
+    batch = await ctx.batches.get(batch_id)
+    if batch is None:
+        raise ApiError(404, f"no batch '{batch_id}'", param="batch_id", code="batch_not_found")
+    return batch
+
+
+def _check_metadata(metadata: dict[str, str] | None) -> None:
+    if not metadata:
+        return
+    if len(metadata) > MAX_METADATA:
+        raise ApiError(400, f"metadata holds at most {MAX_METADATA} pairs", param="metadata")
+    for key, value in metadata.items():
+        if len(key) > 64 or len(value) > 512:
+            message = "metadata keys are at most 64 characters and values at most 512"
+            raise ApiError(400, message, param="metadata")
+    parse_callback(metadata.get("callback_url"))

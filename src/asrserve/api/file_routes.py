@@ -1,0 +1,109 @@
+"""OpenAI-compatible Files API: request files and audio for batches, and batch outputs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import FileResponse
+
+from asrserve.api.deps import ApiContext, context
+from asrserve.api.errors import ApiError
+from asrserve.api.uploads import receive_upload
+from asrserve.files.models import UPLOADABLE, FilePurpose, StoredFile, new_file_id
+
+router = APIRouter(prefix="/v1/files")
+Ctx = Annotated[ApiContext, Depends(context)]
+JSONL = "application/jsonl"
+
+
+@router.post("")
+async def upload_file(request: Request, ctx: Ctx) -> dict[str, Any]:
+    """Multipart ``file`` and ``purpose`` (``batch``: JSONL requests; ``audio``: audio that
+    batch requests name by id). Streamed to disk; limits are enforced while reading."""
+    settings = ctx.service.settings
+    file_id = new_file_id()
+    limit = max(settings.max_job_upload_bytes, settings.max_batch_file_bytes)
+    upload = await receive_upload(request, settings.files_dir / file_id, limit)
+    try:
+        purpose = _purpose(upload.get("purpose"))
+        if upload.path is None:
+            raise ApiError(400, "a 'file' part is required", param="file")
+        if upload.size == 0:
+            raise ApiError(400, "the uploaded file is empty", param="file", code="empty_file")
+        if purpose is FilePurpose.BATCH and upload.size > settings.max_batch_file_bytes:
+            message = f"a batch file may be at most {settings.max_batch_file_bytes} bytes"
+            raise ApiError(413, message, param="file", code="file_too_large")
+    except ApiError:
+        upload.remove()
+        raise
+    record = StoredFile(
+        id=file_id, bytes=upload.size, filename=upload.filename or file_id, purpose=purpose
+    )
+    await ctx.files.put(record)
+    return record.model_dump(mode="json")
+
+
+@router.get("")
+async def list_files(
+    ctx: Ctx,
+    purpose: FilePurpose | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 20,
+    after: str | None = None,
+) -> dict[str, Any]:
+    files = await ctx.files.page(purpose=purpose, limit=limit + 1, after=after)
+    return page_body([f.model_dump(mode="json") for f in files], limit)
+
+
+@router.get("/{file_id}")
+async def get_file(file_id: str, ctx: Ctx) -> dict[str, Any]:
+    return (await found(ctx, file_id)).model_dump(mode="json")
+
+
+@router.get("/{file_id}/content")
+async def file_content(file_id: str, ctx: Ctx) -> FileResponse:
+    record = await found(ctx, file_id)
+    path = ctx.service.settings.files_dir / record.id
+    if not path.exists():
+        raise ApiError(404, f"the content of '{file_id}' is gone", code="file_not_found")
+    audio = record.purpose is FilePurpose.AUDIO
+    media_type = "application/octet-stream" if audio else JSONL
+    return FileResponse(path, media_type=media_type, filename=record.filename)
+
+
+@router.delete("/{file_id}")
+async def delete_file(file_id: str, ctx: Ctx) -> dict[str, Any]:
+    record = await found(ctx, file_id)
+    await ctx.files.delete(record.id)
+    (ctx.service.settings.files_dir / record.id).unlink(missing_ok=True)
+    return {"id": record.id, "object": "file", "deleted": True}
+
+
+async def found(ctx: ApiContext, file_id: str) -> StoredFile:
+    record = await ctx.files.get(file_id)
+    if record is None:
+        raise ApiError(404, f"no file '{file_id}'", param="file_id", code="file_not_found")
+    return record
+
+
+def page_body(data: list[dict[str, Any]], limit: int) -> dict[str, Any]:
+    """An OpenAI list page from ``limit + 1`` rows (the extra one says there are more)."""
+    page = data[:limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(data) > limit,
+    }
+
+
+def _purpose(value: str | None) -> FilePurpose:
+    allowed = ", ".join(p.value for p in UPLOADABLE)
+    try:
+        purpose = FilePurpose(value or "")
+    except ValueError:
+        raise ApiError(400, f"purpose must be one of {allowed}", param="purpose") from None
+    if purpose not in UPLOADABLE:
+        raise ApiError(400, f"purpose must be one of {allowed}", param="purpose")
+    return purpose

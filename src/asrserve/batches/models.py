@@ -1,0 +1,120 @@
+"""Batches and their items, in the shape of OpenAI's batch object."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from asrserve.formats import ResponseFormat
+from asrserve.jobs.models import JobError, WebhookStatus
+
+ENDPOINT = "/v1/audio/transcriptions"
+COMPLETION_WINDOW = "24h"
+
+
+class BatchStatus(StrEnum):
+    VALIDATING = "validating"
+    FAILED = "failed"
+    IN_PROGRESS = "in_progress"
+    FINALIZING = "finalizing"
+    COMPLETED = "completed"
+    EXPIRED = "expired"
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (
+            BatchStatus.FAILED,
+            BatchStatus.COMPLETED,
+            BatchStatus.EXPIRED,
+            BatchStatus.CANCELLED,
+        )
+
+
+class RequestCounts(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+
+
+class BatchErrorLine(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    message: str
+    param: str | None = None
+    line: int | None = None
+
+
+class Batch(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    object: Literal["batch"] = "batch"
+    endpoint: str = ENDPOINT
+    errors: list[BatchErrorLine] | None = None
+    input_file_id: str
+    completion_window: str = COMPLETION_WINDOW
+    status: BatchStatus = BatchStatus.VALIDATING
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    created_at: int = Field(default_factory=lambda: int(time.time()))
+    in_progress_at: int | None = None
+    expires_at: int
+    finalizing_at: int | None = None
+    completed_at: int | None = None
+    failed_at: int | None = None
+    expired_at: int | None = None
+    cancelling_at: int | None = None
+    cancelled_at: int | None = None
+    request_counts: RequestCounts = RequestCounts()
+    metadata: dict[str, str] | None = None
+    # Not part of OpenAI's object: audio seconds accepted, requests rejected before they
+    # became jobs, and the end-of-batch webhook.
+    audio_seconds: float = 0.0
+    rejected: int = 0
+    webhook_status: WebhookStatus | None = None
+    webhook_attempts: int = 0
+    webhook_last_error: str | None = None
+
+    @property
+    def callback_url(self) -> str | None:
+        return (self.metadata or {}).get("callback_url")
+
+    def view(self) -> dict[str, Any]:
+        """The batch as the API shows it."""
+        hidden = {"rejected", "webhook_status", "webhook_attempts", "webhook_last_error"}
+        body = self.model_dump(mode="json", exclude=hidden)
+        errors = body.pop("errors")
+        body["errors"] = None if errors is None else {"object": "list", "data": errors}
+        return body
+
+
+class BatchItem(BaseModel):
+    """One request line of a batch: either a job, or an error found before any job existed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    batch_id: str
+    line: int  # 1-based line number in the input file
+    custom_id: str
+    job_id: str | None = None
+    response_format: ResponseFormat = ResponseFormat.JSON
+    words: bool = False
+    error: JobError | None = None
+
+
+def new_batch_id() -> str:
+    return f"batch_{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
+
+
+def item_job_id(batch_id: str, line: int) -> str:
+    """Deterministic, so creating a batch's jobs again after a crash creates no duplicate."""
+    return f"job_{batch_id.removeprefix('batch_')}_{line}"

@@ -1,0 +1,272 @@
+"""Carries each batch through its life: validate → in_progress → finalizing → an end state.
+
+Items become ordinary jobs at the lowest priority (``Priority.BATCH``), enqueued longest
+first so that the worker's offline lane holds chunks of similar length. The runner wakes
+when one of a batch's jobs finishes (``kick``) or when the next batch expires, never by
+polling. Every step can be repeated after a crash: jobs have deterministic ids, items
+and queue entries are inserted only once, and the output files are written from the
+stored job results, one line per request, whenever the batch finalizes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from asrserve.api.forms import ModelInfo
+from asrserve.audio.decode import probe
+from asrserve.audio.errors import AudioError
+from asrserve.batches.models import Batch, BatchErrorLine, BatchItem, BatchStatus, RequestCounts
+from asrserve.batches.models import item_job_id as job_id_for
+from asrserve.batches.output import split_lines, write_lines
+from asrserve.batches.requests import InvalidInput, RequestLine, parse_input
+from asrserve.batches.store import BatchStore
+from asrserve.files.models import FilePurpose, StoredFile
+from asrserve.files.store import FileStore
+from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus
+from asrserve.service import Service
+
+log = logging.getLogger(__name__)
+
+
+class BatchRunner:
+    def __init__(
+        self,
+        service: Service,
+        batches: BatchStore,
+        files: FileStore,
+        model: ModelInfo,
+        on_end: Callable[[Batch], None] = lambda batch: None,
+    ) -> None:
+        self._service = service
+        self._on_end = on_end
+        self._settings = service.settings
+        self._batches = batches
+        self._files = files
+        self._model = model
+        self._kick = asyncio.Event()
+
+    def kick(self) -> None:
+        """Something changed (a batch was created or cancelled, an item finished)."""
+        self._kick.set()
+
+    async def run(self) -> None:
+        while True:
+            self._kick.clear()
+            next_expiry = float("inf")
+            for batch in await self._batches.active():
+                current = await self._advance(batch)
+                if current.status is BatchStatus.IN_PROGRESS:
+                    next_expiry = min(next_expiry, current.expires_at)
+            timeout = max(next_expiry - time.time(), 0.0) if next_expiry < float("inf") else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), timeout)
+
+    async def _advance(self, batch: Batch) -> Batch:
+        if batch.status is BatchStatus.VALIDATING:
+            batch = await self._validate(batch) or batch
+            self.kick()  # look at it again in its new state
+            return batch
+        if batch.status is BatchStatus.IN_PROGRESS and time.time() >= batch.expires_at:
+            batch = await self._set(batch.id, BatchStatus.FINALIZING, "expired_at") or batch
+        if batch.status in (BatchStatus.CANCELLING, BatchStatus.FINALIZING):
+            await self._cancel_jobs(batch.id)
+            return await self._finalize(batch)
+        counts = await self._counts(batch)
+        if counts.completed + counts.failed >= counts.total:
+            return await self._finalize(batch)
+        if counts != batch.request_counts:
+            update = {"request_counts": counts}
+            batch = (
+                await self._batches.update(batch.id, lambda b: b.model_copy(update=update)) or batch
+            )
+        return batch
+
+    # --- validating -------------------------------------------------------------------
+    async def _validate(self, batch: Batch) -> Batch | None:
+        try:
+            requests = await self._read_input(batch)
+        except InvalidInput as exc:
+            log.info("batch %s failed validation: %d error(s)", batch.id, len(exc.errors))
+            return await self._set(batch.id, BatchStatus.FAILED, "failed_at", errors=exc.errors)
+        records = {}
+        for file_id in {request.file_id for request in requests}:
+            record = await self._files.get(file_id)
+            records[file_id] = record if record and record.purpose is FilePurpose.AUDIO else None
+        items, jobs = await asyncio.to_thread(self._plan, batch, requests, records)
+        await self._batches.add_items(items)
+        await self._service.store.create_many(jobs)
+        longest_first = sorted(jobs, key=lambda job: -(job.audio_duration or 0.0))
+        await self._service.queue.put_many([job.id for job in longest_first], Priority.BATCH)
+        failed = sum(item.error is not None for item in items)
+        seconds = sum(job.audio_duration or 0.0 for job in jobs)
+        log.info(
+            "batch %s in progress: %d request(s), %d rejected, %.1f audio s",
+            batch.id,
+            len(items),
+            failed,
+            seconds,
+        )
+        return await self._set(
+            batch.id,
+            BatchStatus.IN_PROGRESS,
+            "in_progress_at",
+            request_counts=RequestCounts(total=len(items), failed=failed),
+            rejected=failed,
+            audio_seconds=round(seconds, 3),
+        )
+
+    async def _read_input(self, batch: Batch) -> list[RequestLine]:
+        record = await self._files.get(batch.input_file_id)
+        path = self._settings.files_dir / batch.input_file_id
+        if record is None or not path.exists():
+            message = f"the input file '{batch.input_file_id}' no longer exists"
+            raise InvalidInput([BatchErrorLine(code="file_not_found", message=message)])
+        data = await asyncio.to_thread(path.read_bytes)
+        return await asyncio.to_thread(
+            parse_input, data, self._model, self._settings.max_batch_requests
+        )
+
+    def _plan(
+        self,
+        batch: Batch,
+        requests: Sequence[RequestLine],
+        records: Mapping[str, StoredFile | None],
+    ) -> tuple[list[BatchItem], list[Job]]:
+        """Items and jobs for the requests (blocking: probes each audio file once)."""
+        durations: dict[str, float | AudioError | None] = {}
+        items: list[BatchItem] = []
+        jobs: list[Job] = []
+        for request in requests:
+            record = records[request.file_id]
+            item = BatchItem(
+                batch_id=batch.id,
+                line=request.line,
+                custom_id=request.custom_id,
+                response_format=request.request.response_format,
+                words=request.request.words,
+            )
+            if record is None:
+                message = f"no audio file '{request.file_id}' (upload it with purpose=audio)"
+                error = JobError(status=404, code="file_not_found", message=message)
+                items.append(item.model_copy(update={"error": error}))
+                continue
+            path = self._settings.files_dir / record.id
+            if record.id not in durations:
+                durations[record.id] = self._probe(path)
+            duration = durations[record.id]
+            if isinstance(duration, AudioError):
+                error = JobError(
+                    status=duration.status, code=duration.code, message=duration.message
+                )
+                items.append(item.model_copy(update={"error": error}))
+                continue
+            job = Job(
+                id=job_id_for(batch.id, request.line),
+                priority=Priority.BATCH,
+                options=request.request.options,
+                filename=record.filename,
+                audio_path=str(path),
+                audio_bytes=record.bytes,
+                audio_duration=duration,
+                batch_id=batch.id,
+                owns_audio=False,
+            )
+            jobs.append(job)
+            items.append(item.model_copy(update={"job_id": job.id}))
+        return items, jobs
+
+    def _probe(self, path: Path) -> float | AudioError | None:
+        try:
+            return probe(path, self._settings.max_audio_seconds)
+        except AudioError as exc:
+            return exc
+        except OSError:
+            return AudioError(404, "file_not_found", "the audio file is no longer stored")
+
+    # --- ending -------------------------------------------------------------------------
+    async def _cancel_jobs(self, batch_id: str) -> None:
+        for job in await self._service.store.batch_jobs(batch_id, unfinished=True):
+            await self._service.cancel(job.id)
+
+    async def _counts(self, batch: Batch) -> RequestCounts:
+        by_status = await self._service.store.batch_counts(batch.id)
+        return RequestCounts(
+            total=batch.request_counts.total,
+            completed=by_status.get(JobStatus.SUCCEEDED, 0),
+            failed=batch.rejected + by_status.get(JobStatus.FAILED, 0),
+        )
+
+    async def _finalize(self, batch: Batch) -> Batch:
+        """Write the output and error files from the stored results; end the batch."""
+        if batch.status is not BatchStatus.FINALIZING:
+            batch = await self._set(batch.id, BatchStatus.FINALIZING, "finalizing_at") or batch
+            if batch.status is not BatchStatus.FINALIZING:
+                return batch
+        items = await self._batches.items(batch.id)
+        jobs = {job.id: job for job in await self._service.store.batch_jobs(batch.id)}
+        if batch.expired_at is not None:
+            end, stamp, unfinished = BatchStatus.EXPIRED, "expired_at", "batch_expired"
+        elif batch.cancelling_at is not None:
+            end, stamp, unfinished = BatchStatus.CANCELLED, "cancelled_at", "batch_cancelled"
+        else:
+            end, stamp, unfinished = BatchStatus.COMPLETED, "completed_at", "batch_incomplete"
+        output, errors = split_lines(items, jobs, unfinished)
+        output_id = await self._write(batch, "output", output)
+        error_id = await self._write(batch, "errors", errors)
+        counts = await self._counts(batch)
+        webhook = WebhookStatus.PENDING if batch.callback_url else None
+        done = await self._set(
+            batch.id,
+            end,
+            stamp,
+            output_file_id=output_id,
+            error_file_id=error_id,
+            request_counts=counts,
+            webhook_status=webhook,
+        )
+        log.info(
+            "batch %s %s: %d completed, %d failed of %d",
+            batch.id,
+            end.value,
+            counts.completed,
+            counts.failed,
+            counts.total,
+        )
+        if done is not None:
+            self._on_end(done)
+        return done or batch
+
+    async def _write(self, batch: Batch, kind: str, lines: Sequence[str]) -> str | None:
+        if not lines:
+            return None
+        file_id = f"file-{batch.id.removeprefix('batch_')}-{kind}"
+        path = self._settings.files_dir / file_id
+        size = await asyncio.to_thread(write_lines, path, lines)
+        filename = f"{batch.id}_{kind}.jsonl"
+        record = StoredFile(
+            id=file_id, bytes=size, filename=filename, purpose=FilePurpose.BATCH_OUTPUT
+        )
+        await self._files.put(record)
+        return file_id
+
+    async def _set(
+        self, batch_id: str, status: BatchStatus, stamp: str, **changes: object
+    ) -> Batch | None:
+        """Move a batch that has not finished to ``status``, stamping ``stamp`` with now."""
+
+        def mutate(batch: Batch) -> Batch | None:
+            if batch.status.finished:
+                return None
+            if batch.status is BatchStatus.CANCELLING and status is BatchStatus.IN_PROGRESS:
+                return None  # cancelled while validating: stays cancelling
+            update = {**changes, "status": status}
+            if getattr(batch, stamp) is None:
+                update[stamp] = int(time.time())
+            return batch.model_copy(update=update)
+
+        return await self._batches.update(batch_id, mutate)

@@ -1,0 +1,1 @@
+"""Stored files (OpenAI Files API): batch request files, audio, batch outputs."""

@@ -1,0 +1,63 @@
+"""File records in the service's SQLite database."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from asrserve.files.models import FilePurpose, StoredFile
+from asrserve.files.store import FileStore
+from asrserve.sqlite import Database
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    id TEXT PRIMARY KEY,
+    purpose TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS files_purpose ON files (purpose, id);
+"""
+
+
+class SqliteFileStore(FileStore):
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        db.migrate(SCHEMA)
+
+    async def put(self, record: StoredFile) -> None:
+        row = (record.id, record.purpose.value, record.model_dump_json())
+        await self._db.run(
+            lambda c: c.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?)", row) and None
+        )
+
+    async def get(self, file_id: str) -> StoredFile | None:
+        row = await self._db.run(
+            lambda c: c.execute("SELECT data FROM files WHERE id = ?", (file_id,)).fetchone()
+        )
+        return None if row is None else StoredFile.model_validate_json(row["data"])
+
+    async def delete(self, file_id: str) -> bool:
+        count: int = await self._db.run(
+            lambda c: c.execute("DELETE FROM files WHERE id = ?", (file_id,)).rowcount
+        )
+        return count > 0
+
+    async def page(
+        self, *, purpose: FilePurpose | None = None, limit: int = 20, after: str | None = None
+    ) -> list[StoredFile]:
+        clauses, params = [], []
+        if purpose is not None:
+            clauses.append("purpose = ?")
+            params.append(purpose.value)
+        if after is not None:
+            clauses.append("id < ?")
+            params.append(after)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT data FROM files {where} ORDER BY id DESC LIMIT ?"
+        args: tuple[Any, ...] = (*params, limit)
+
+        def select(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+            return conn.execute(sql, args).fetchall()
+
+        rows = await self._db.run(select)
+        return [StoredFile.model_validate_json(row["data"]) for row in rows]
