@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +58,43 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.start()
     yield srv
     srv.stop()
+
+
+@dataclass
+class Receiver:
+    """Webhook receiver: answers 500 to the first POST and 200 to the rest, recording each."""
+
+    calls: list[tuple[int, dict[str, str], bytes]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answered_ok(self) -> list[tuple[int, dict[str, str], bytes]]:
+        with self.lock:
+            return [call for call in self.calls if call[0] == 200]
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, str]]:
+    record = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            with record.lock:
+                status = 500 if not record.calls else 200
+                record.calls.append((status, dict(self.headers.items()), body))
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield record, f"http://127.0.0.1:{httpd.server_address[1]}/hook"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)

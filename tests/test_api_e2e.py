@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import wave
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ import pytest
 from asrserve.audio.decode import decode
 from asrserve.corpus import Clip
 from asrserve.wer import wer, wer_one
+from tests.conftest import Receiver
 
 pytestmark = pytest.mark.slow
 
@@ -497,46 +496,6 @@ def test_unknown_job_404(http: httpx.Client, method: str, path: str) -> None:
 
 
 # --- 5. webhooks -----------------------------------------------------------------------------
-
-
-@dataclass
-class Receiver:
-    """Answers 500 to the first POST and 200 to the rest, recording each."""
-
-    calls: list[tuple[int, dict[str, str], bytes]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def answered_ok(self) -> list[tuple[int, dict[str, str], bytes]]:
-        with self.lock:
-            return [call for call in self.calls if call[0] == 200]
-
-
-@pytest.fixture
-def receiver() -> Iterator[tuple[Receiver, str]]:
-    record = Receiver()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length", "0")))
-            with record.lock:
-                status = 500 if not record.calls else 200
-                record.calls.append((status, dict(self.headers.items()), body))
-            self.send_response(status)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield record, f"http://127.0.0.1:{httpd.server_address[1]}/hook"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(10)
 
 
 def test_webhook_retried_then_delivered(

@@ -10,7 +10,7 @@ from typing import TypeVar
 import pytest
 
 from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus, new_job_id
-from asrserve.jobs.sqlite import SqliteJobStore
+from asrserve.jobs.sqlite import SCHEMA, SqliteJobStore
 from asrserve.jobs.store import JobStore
 from asrserve.queue.base import Queue
 from asrserve.queue.sqlite import SqliteQueue
@@ -109,8 +109,62 @@ class JobStoreContract:
         sync(store.forget_audio(job.id))
         assert sync(store.audio_expired(finished_before=1e18)) == []
 
+    def test_batch_jobs_and_idempotent_create_many(self, store: JobStore) -> None:
+        jobs = [Job(id=f"job_b{i}", batch_id="batch_1", owns_audio=False) for i in range(3)]
+
+        async def main() -> None:
+            await store.create(Job(id=new_job_id()))  # not in the batch
+            await store.create_many(jobs)
+            await store.create_many(jobs)  # after a crash: nothing twice
+            await store.succeed("job_b0", transcript())
+            await store.fail("job_b1", JobError(status=415, code="x", message="y"))
+            assert await store.batch_counts("batch_1") == {
+                JobStatus.SUCCEEDED: 1,
+                JobStatus.FAILED: 1,
+                JobStatus.QUEUED: 1,
+            }
+            assert [j.id for j in await store.batch_jobs("batch_1")] == [
+                "job_b0",
+                "job_b1",
+                "job_b2",
+            ]
+            unfinished = await store.batch_jobs("batch_1", unfinished=True)
+            assert [j.id for j in unfinished] == ["job_b2"]
+            # a batch item's audio is a stored file: never swept with the job
+            assert await store.audio_expired(finished_before=1e18) == []
+
+        sync(main())
+
 
 class QueueContract:
+    def test_caps_per_priority(self, queue_factory: Callable[[], Queue]) -> None:
+        async def main() -> None:
+            queue = queue_factory()
+            await queue.put_many([f"b{i}" for i in range(5)], Priority.BATCH)
+            await queue.put("i", Priority.INTERACTIVE)
+            await queue.put("a", Priority.ASYNC)
+            online = await queue.get({Priority.INTERACTIVE: 4, Priority.ASYNC: 4}, 0)
+            assert [d.job_id for d in online] == ["i", "a"]
+            offline = await queue.get({Priority.BATCH: 2}, 0)
+            assert [d.job_id for d in offline] == ["b0", "b1"]  # put_many keeps the order
+            assert await queue.get({Priority.INTERACTIVE: 4}, 0) == []
+            assert [d.job_id for d in await queue.get(10, 0)] == ["b2", "b3", "b4"]
+
+        asyncio.run(main())
+
+    def test_concurrent_consumers_both_wake(self, queue_factory: Callable[[], Queue]) -> None:
+        async def main() -> set[str]:
+            queue = queue_factory()
+            online = asyncio.create_task(queue.get({Priority.INTERACTIVE: 1}, 5.0))
+            offline = asyncio.create_task(queue.get({Priority.BATCH: 1}, 5.0))
+            await asyncio.sleep(0.01)
+            await queue.put("b", Priority.BATCH)
+            await queue.put("i", Priority.INTERACTIVE)
+            done = await asyncio.wait_for(asyncio.gather(online, offline), 2.0)
+            return {d.job_id for batch in done for d in batch}
+
+        assert asyncio.run(main()) == {"i", "b"}
+
     def test_priority_then_fifo(self, queue_factory: Callable[[], Queue]) -> None:
         async def main() -> list[str]:
             queue = queue_factory()
@@ -186,6 +240,29 @@ class TestSqliteJobStore(JobStoreContract):
         db = Database(tmp_path / "x.db")
         assert sync(SqliteJobStore(db).get(job.id)) == job
         db.close()
+
+    def test_adds_columns_to_a_database_from_an_earlier_version(self, tmp_path: Path) -> None:
+        db = Database(tmp_path / "old.db")
+        old_schema = SCHEMA.replace(
+            ",\n    batch_id TEXT,\n    owns_audio INTEGER NOT NULL DEFAULT 1", ""
+        )
+        assert "owns_audio" not in old_schema
+        db.migrate(old_schema)
+        db.run_sync(lambda c: c.execute(OLD_ROW))
+        store = SqliteJobStore(db)
+        old = sync(store.get("job_old"))
+        assert old is not None and old.owns_audio and old.batch_id is None
+        job = Job(id=new_job_id(), batch_id="batch_1", owns_audio=False)
+        sync(store.create(job))
+        assert sync(store.get(job.id)) == job
+        db.close()
+
+
+OLD_ROW = (
+    "INSERT INTO jobs (id, status, priority, options, filename, audio_path, audio_bytes,"
+    " created_at, attempts, webhook_attempts) VALUES"
+    " ('job_old', 'succeeded', 1, '{}', 'a.wav', '', 0, 1.0, 1, 0)"
+)
 
 
 class TestSqliteQueue(QueueContract):

@@ -71,3 +71,13 @@ def test_same_encoder_window_batches_together() -> None:
     narrow = [Item(f"n{n}", n + 4, duration=8.0, window=1000) for n in range(3)]
     batch = select_batch([head, *wide, *narrow], 0.0, RULE)
     assert [i.window for i in batch] == [500, 1000, 1000, 1000]
+
+
+def test_offline_work_never_ages_ahead_of_online_work() -> None:
+    old = Item("old", 0, priority=2, enqueued_at=0.0)
+    fresh = [Item(f"new{i}", 0, priority=0, enqueued_at=34.0) for i in range(3)]
+    rule = Selection(2, 30.0, never_ages=2)
+    assert old not in select_batch([old, *fresh], 1000.0, rule)
+    assert select_batch([old], 1000.0, rule) == [old]  # alone, it runs: idle capacity is used
+    aged_async = Item("async", 0, priority=1, enqueued_at=0.0)
+    assert select_batch([aged_async, *fresh], 35.0, rule)[0] is aged_async
