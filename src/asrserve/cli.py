@@ -84,6 +84,10 @@ def parser() -> argparse.ArgumentParser:
     from asrserve.tune.cli import add_arguments as add_tune_arguments
 
     add_tune_arguments(tune)
+    batch = commands.add_parser("batch", help="transcribe a folder through the Batch API")
+    from asrserve.batches.cli import add_arguments as add_batch_arguments
+
+    add_batch_arguments(batch)
     transcribe.add_argument("files", nargs="+", type=Path)
     transcribe.add_argument("--format", default="txt", choices=["txt", "json", "srt", "vtt"])
     transcribe.add_argument(
@@ -102,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from asrserve.tune.cli import run as run_tune
 
         return run_tune(args)
+    if args.command == "batch":
+        from asrserve.batches.cli import run as run_batch
+
+        return run_batch(args)
     try:
         settings = build_settings(args)
     except ValidationError as exc:
