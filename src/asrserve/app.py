@@ -212,7 +212,8 @@ def _scheduler(settings: Settings, engines: Sequence[Engine], context: ApiContex
         max_batch_size=settings.max_batch_size,
         max_wait=settings.max_wait_ms / 1000,
         max_age=settings.max_queue_age_s,
-        never_ages=Priority.BATCH,
+        offline_priority=Priority.BATCH,
+        offline_holdoff=settings.offline_holdoff_ms / 1000,
     )
     metrics = context.metrics
     kind = resolve_device(settings)

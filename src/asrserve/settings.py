@@ -71,6 +71,11 @@ class Settings(BaseSettings):
         30.0, gt=0, description="A chunk waiting longer jumps every priority and length rule."
     )
     prefetch_jobs: int = Field(32, ge=1, description="Jobs claimed ahead of the device loops.")
+    offline_holdoff_ms: float = Field(
+        200.0,
+        ge=0,
+        description="Batch API work starts on a device only after online work was quiet this long.",
+    )
     batch_prefetch_jobs: int = Field(
         16, ge=1, description="Batch API items in flight; their own budget, never online slots."
     )

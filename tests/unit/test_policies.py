@@ -73,11 +73,20 @@ def test_same_encoder_window_batches_together() -> None:
     assert [i.window for i in batch] == [500, 1000, 1000, 1000]
 
 
-def test_offline_work_never_ages_ahead_of_online_work() -> None:
+def test_offline_work_offline_from_ahead_of_online_work() -> None:
     old = Item("old", 0, priority=2, enqueued_at=0.0)
     fresh = [Item(f"new{i}", 0, priority=0, enqueued_at=34.0) for i in range(3)]
-    rule = Selection(2, 30.0, never_ages=2)
+    rule = Selection(2, 30.0, offline_from=2)
     assert old not in select_batch([old, *fresh], 1000.0, rule)
     assert select_batch([old], 1000.0, rule) == [old]  # alone, it runs: idle capacity is used
     aged_async = Item("async", 0, priority=1, enqueued_at=0.0)
     assert select_batch([aged_async, *fresh], 35.0, rule)[0] is aged_async
+
+
+def test_offline_work_does_not_ride_in_an_online_batch() -> None:
+    online = Item("online", 0, priority=0)
+    offline = [Item(f"b{i}", i + 1, priority=2) for i in range(3)]
+    rule = Selection(8, 30.0, offline_from=2)
+    assert select_batch([online, *offline], 0.0, rule) == [online]
+    assert select_batch(offline, 0.0, rule) == offline
+    assert select_batch([online, *offline], 0.0, Selection(8, 30.0)) == [online, *offline]

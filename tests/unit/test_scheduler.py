@@ -208,3 +208,36 @@ def test_length_buckets_batch_apart_and_count_their_padding() -> None:
 
     engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
     assert engine.batches == [[4.0], [3.0, 2.0], [8.0]]
+
+
+def test_offline_work_waits_for_online_quiet_and_yields_to_online_arrivals() -> None:
+    config = SchedulerConfig(
+        BatchPolicy.GREEDY, max_batch_size=8, offline_priority=Priority.BATCH, offline_holdoff=0.2
+    )
+
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        await s.submit_chunks("online", Priority.INTERACTIVE, OPTS, [chunk(1.0)])[0]
+        offline = s.submit_chunks("batch", Priority.BATCH, OPTS, [chunk(2.0)])
+        await settle()
+        assert engine.batches == [[1.0]]  # online work ran just now: the offline chunk waits
+        clock.advance(0.1)
+        again = s.submit_chunks("online2", Priority.INTERACTIVE, OPTS, [chunk(3.0)])
+        await again[0]
+        assert engine.batches == [[1.0], [3.0]]  # the next online request did not wait
+        clock.advance(0.15)
+        await settle()
+        assert not offline[0].done()  # 0.15 s after the last online batch: still holding off
+        clock.advance(0.06)
+        await offline[0]
+        assert engine.batches == [[1.0], [3.0], [2.0]]
+
+    run(config, body)
+
+
+def test_offline_work_alone_starts_at_once() -> None:
+    config = SchedulerConfig(offline_priority=Priority.BATCH, offline_holdoff=5.0)
+
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        await asyncio.gather(*s.submit_chunks("batch", Priority.BATCH, OPTS, [chunk(1.0)]))
+
+    assert run(config, body).batches == [[1.0]]

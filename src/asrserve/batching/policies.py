@@ -4,8 +4,9 @@ A batch holds chunks that share decoding options (a batch runs one ``generate`` 
 Selection, in order of precedence:
 
 1. Aging: a chunk that has waited longer than ``max_age`` heads the batch, whatever its
-   class, so nothing waits without bound. Offline work (classes from ``never_ages``) is
-   exempt: it fills idle capacity and never pushes ahead of online requests.
+   class, so nothing waits without bound. Offline work (classes from ``offline_from``) is
+   exempt: it fills idle capacity and never pushes ahead of online requests. Nor does it
+   ride in an online batch, which would make that batch slower.
 2. Priority class: interactive before async jobs before offline batch work.
 3. Fairness across jobs: a job's k-th pending chunk ranks after every other job's
    (k-1)-th, so one two-hour file cannot starve a five-second clip.
@@ -47,7 +48,7 @@ T = TypeVar("T", bound=Pending)
 class Selection:
     max_batch_size: int
     max_age: float  # seconds before a chunk is promoted to the head of the next batch
-    never_ages: int | None = None  # priorities from this one on are never promoted
+    offline_from: int | None = None  # priorities from this one on: never promoted, no riders
 
 
 def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
@@ -55,7 +56,7 @@ def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
     if not items:
         return []
     head = _head(items, now, rule)
-    candidates = [item for item in items if item.key == head.key]
+    candidates = [item for item in items if item.key == head.key and _may_join(item, head, rule)]
     rank = _fair_rank(candidates)
     head_bucket = _bucket(head.duration)
 
@@ -73,7 +74,7 @@ def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
 
 
 def _head(items: Sequence[T], now: float, rule: Selection) -> T:
-    ages = rule.never_ages
+    ages = rule.offline_from
     overdue = [
         item
         for item in items
@@ -83,6 +84,12 @@ def _head(items: Sequence[T], now: float, rule: Selection) -> T:
         return min(overdue, key=lambda item: item.seq)
     rank = _fair_rank(items)
     return min(items, key=lambda item: (item.priority, rank[id(item)], item.seq))
+
+
+def _may_join(item: Pending, head: Pending, rule: Selection) -> bool:
+    """Offline items do not ride in a batch headed by online work."""
+    offline = rule.offline_from
+    return offline is None or head.priority >= offline or item.priority < offline
 
 
 def _fair_rank(items: Sequence[Pending]) -> dict[int, int]:

@@ -53,7 +53,12 @@ class SchedulerConfig:
     max_batch_size: int = 16
     max_wait: float = 0.02  # seconds; the ``window`` policy's wait after the head arrives
     max_age: float = 30.0  # seconds before a chunk jumps every priority and length rule
-    never_ages: int | None = None  # priority classes from this one on never jump (offline work)
+    # Offline work: priority classes from ``offline_priority`` on never age ahead of online
+    # work, and a device that ran online work waits ``offline_holdoff`` s of online quiet
+    # before it starts an offline-only batch (anticipation: the next online request of a
+    # busy client is usually already on its way, and would otherwise wait out that batch).
+    offline_priority: int | None = None
+    offline_holdoff: float = 0.0
 
 
 @dataclass(eq=False)
@@ -126,7 +131,8 @@ class Scheduler:
         self._arrival = asyncio.Event()
         self._seq = itertools.count()
         self._batch_ids = itertools.count(1)
-        self._selection = Selection(config.max_batch_size, config.max_age, config.never_ages)
+        self._selection = Selection(config.max_batch_size, config.max_age, config.offline_priority)
+        self._online_seen = -math.inf  # when online work last arrived or last ran
 
     # --- producers ------------------------------------------------------------------
     def submit_chunks(
@@ -172,6 +178,8 @@ class Scheduler:
             deadline=deadline,
         )
         self._pending.append(item)
+        if self._online(item):
+            self._online_seen = item.enqueued_at
         self.stats.queued(item.priority, item.duration, +1)
         self._arrival.set()
         return future
@@ -204,11 +212,19 @@ class Scheduler:
                 continue
             limit = 1 if self.config.policy is BatchPolicy.NONE else None
             batch = select_batch(self._pending, self.clock.now(), self._rule(limit))
+            quiet_until = self._online_seen + self.config.offline_holdoff
+            if not self._online(batch[0]) and self.clock.now() < quiet_until:
+                await self.clock.wait(self._arrival, quiet_until)
+                continue
             taken = set(map(id, batch))
             self._pending = [item for item in self._pending if id(item) not in taken]
             for item in batch:
                 self.stats.queued(item.priority, item.duration, -1)
             return batch
+
+    def _online(self, item: WorkItem) -> bool:
+        offline = self.config.offline_priority
+        return offline is None or item.priority < offline
 
     def _rule(self, limit: int | None) -> Selection:
         if limit is None:
@@ -259,6 +275,8 @@ class Scheduler:
             log.exception("batch of %d failed on %s", len(batch), device.name)
             outputs = [exc] * len(batch)
         finished = self.clock.now()
+        if any(self._online(item) for item in batch):
+            self._online_seen = finished
         # Items are stacked padded to the widest window in the batch.
         window = max(item.window for item in batch)
         real = sum(min(item.frames[1], window) for item in batch)
