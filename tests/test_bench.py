@@ -77,3 +77,67 @@ def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) ->
     assert open_loop.returncode == 0, open_loop.stderr
     assert "open loop, 4 req/s (bursts of 2)" in open_loop.stdout
     assert json.loads(report.read_text())["runs"][0]["requests"] == 4
+
+
+def test_bench_batch_scenario(corpus: list[Clip], tmp_path: Path) -> None:
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    clips = [clip for clip in corpus if clip.duration <= 12][:3]
+    for clip in clips:
+        shutil.copy(clip.path, audio / clip.path.name)
+    refs = tmp_path / "refs.json"
+    refs.write_text(json.dumps({clip.path.name: clip.text for clip in clips}))
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "asrserve.cli",
+            "bench",
+            "--audio",
+            str(audio),
+            "--refs",
+            str(refs),
+            "--beam-size",
+            "1",
+            "--policies",
+            "greedy",
+            "--concurrency",
+            "0",
+            "--batch",
+            "6",
+            "--batch-probes",
+            "3",
+            "--json",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "batch alone × offline limit" in done.stdout
+    assert "under-batch p95 / idle p95" in done.stdout
+    body = json.loads(report.read_text())
+    assert body["runs"] == []  # --concurrency 0: no load patterns, no per-policy servers
+    assert body["offline"]["audio_s_per_wall_s"] > 0
+    batch = body["batch"]
+    alone = batch["batch_alone"]
+    assert (alone["status"], alone["requests"], alone["completed"], alone["failed"]) == (
+        "completed",
+        6,
+        6,
+        0,
+    )
+    assert alone["audio_s_per_wall_s"] > 0 and alone["x_offline"] > 0
+    assert alone["wer"] is not None and alone["wer"] <= 0.3
+    for loop in (batch["interactive_idle"], batch["interactive_under_batch"]):
+        assert (loop["requests"], loop["errors"], len(loop["latencies_s"])) == (3, 0, 3)
+        assert 0 < loop["p50_s"] <= loop["p95_s"] <= loop["p99_s"]
+    loaded = batch["interactive_under_batch"]
+    assert loaded["batch_total"] == 6
+    assert loaded["batch_final_status"] in ("cancelled", "completed")
+    assert loaded["valid"] == (loaded["batch_status_at_end"] == "in_progress")
+    assert loaded["batch_audio_s_during_loop"] > -0.01  # rounding
+    assert batch["p95_under_batch_over_idle"] > 0

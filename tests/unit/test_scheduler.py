@@ -241,3 +241,19 @@ def test_offline_work_alone_starts_at_once() -> None:
         await asyncio.gather(*s.submit_chunks("batch", Priority.BATCH, OPTS, [chunk(1.0)]))
 
     assert run(config, body).batches == [[1.0]]
+
+
+def test_a_steady_online_client_slows_offline_work_but_cannot_stop_it() -> None:
+    config = SchedulerConfig(max_age=1.0, offline_priority=Priority.BATCH, offline_holdoff=0.2)
+
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        await s.submit_chunks("online", Priority.INTERACTIVE, OPTS, [chunk(1.0)])[0]
+        offline = s.submit_chunks("batch", Priority.BATCH, OPTS, [chunk(9.0)])
+        for step in range(10):  # an online request every 0.15 s: never 0.2 s of quiet
+            clock.advance(0.15)
+            await s.submit_chunks(f"online{step}", Priority.INTERACTIVE, OPTS, [chunk(1.0)])[0]
+            await settle()
+            assert offline[0].done() == (clock.now() >= 1.0)  # held off for max_age at most
+        assert engine.batches.count([9.0]) == 1
+
+    run(config, body)

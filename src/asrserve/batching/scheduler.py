@@ -212,15 +212,24 @@ class Scheduler:
                 continue
             limit = 1 if self.config.policy is BatchPolicy.NONE else None
             batch = select_batch(self._pending, self.clock.now(), self._rule(limit))
-            quiet_until = self._online_seen + self.config.offline_holdoff
-            if not self._online(batch[0]) and self.clock.now() < quiet_until:
-                await self.clock.wait(self._arrival, quiet_until)
+            hold_until = self._hold_offline_until(batch[0])
+            if self.clock.now() < hold_until:
+                await self.clock.wait(self._arrival, hold_until)
                 continue
             taken = set(map(id, batch))
             self._pending = [item for item in self._pending if id(item) not in taken]
             for item in batch:
                 self.stats.queued(item.priority, item.duration, -1)
             return batch
+
+    def _hold_offline_until(self, head: WorkItem) -> float:
+        """When an offline batch headed by ``head`` may start: after ``offline_holdoff`` s of
+        online quiet, but never later than ``max_age`` after ``head`` arrived (a steady
+        online client slows offline work down; it cannot stop it)."""
+        if self._online(head):
+            return -math.inf
+        quiet = self._online_seen + self.config.offline_holdoff
+        return min(quiet, head.enqueued_at + self.config.max_age)
 
     def _online(self, item: WorkItem) -> bool:
         offline = self.config.offline_priority

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import platform
 from pathlib import Path
+from typing import Any
 
-from asrserve.bench.load import Pattern
+from asrserve.bench.batch import BatchScenario, batch_report, measure_batch
+from asrserve.bench.load import AudioFile, Pattern
 from asrserve.bench.runner import (
     BenchConfig,
+    Row,
     load_audio,
     measure_policy,
     offline_limit,
@@ -34,7 +37,9 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--refs", type=Path, help="refs.json {file: reference text} for WER")
     bench.add_argument("--url", help="an already running server (default: start one per policy)")
     bench.add_argument("--policies", default="greedy,window,none")
-    bench.add_argument("--concurrency", default="16,1", help="closed-loop clients, e.g. 16,1")
+    bench.add_argument(
+        "--concurrency", default="16,1", help="closed-loop clients, e.g. 16,1 (0: no load run)"
+    )
     bench.add_argument("--rate", type=float, help="open loop instead: arrivals per second")
     bench.add_argument("--burst", type=int, default=1, help="open loop: arrivals per burst")
     bench.add_argument("--requests", type=int, help="requests per load pattern")
@@ -44,6 +49,20 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         "--max-clip-seconds",
         type=float,
         help="only clips of 2 s up to this long (synthetic corpus: 30)",
+    )
+    bench.add_argument(
+        "--batch",
+        type=_positive,
+        metavar="N",
+        help="Batch API scenario: a batch of N requests alone, then interactive latency "
+        "under a second one (on a server of the first policy; implies the offline limit)",
+    )
+    bench.add_argument(
+        "--batch-probes",
+        type=_positive,
+        default=30,
+        metavar="M",
+        help="--batch: synchronous requests per interactive loop (1 client)",
     )
     bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
@@ -57,23 +76,16 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--model", type=Path)
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     files = load_audio(args.audio, args.refs, args.max_clip_seconds)
     windows: list[str | None] = args.encoder_windows.split(",") if args.encoder_windows else [None]
-    if args.rate is not None:
-        patterns = [
-            Pattern(
-                requests=args.requests or 3 * len(files),
-                rate=args.rate,
-                burst=args.burst,
-                concurrency=64,
-            )
-        ]
-    else:
-        patterns = [
-            Pattern(requests=args.requests or max(len(files), 2 * c), concurrency=c)
-            for c in (int(part) for part in args.concurrency.split(","))
-        ]
     env = {
         name: str(getattr(args, attr))
         for attr, name in ENV_FLAGS.items()
@@ -81,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     }
     config = BenchConfig(
         policies=args.policies.split(","),
-        patterns=patterns,
+        patterns=_patterns(args, len(files)),
         server_env=env,
         url=args.url,
         offline=args.offline,
@@ -91,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
     if windows[0] is not None:
         overrides["encoder_window"] = windows[0]  # the offline limit uses the first mode
     settings = Settings(**overrides)
-    fields = {"model": "whisper-1", "response_format": "json"}
     audio = sum(f.duration for f in files)
     print(
         f"{len(files)} files, {audio:.1f} s of audio; beam {settings.beam_size}, "
@@ -99,13 +110,14 @@ def run(args: argparse.Namespace) -> int:
         f"{settings.cpu_workers} CPU worker(s), {settings.encoder_window.value} encoder windows",
         flush=True,
     )
-    rows = []
-    for policy in config.policies:
-        for window in windows:
-            rows.extend(measure_policy(policy, config, files, fields, window))
-            print(f"  {policy}{'' if window is None else '/' + window}: done", flush=True)
-    offline = offline_limit(files, settings, settings.beam_size) if config.offline else None
-    print(report(rows, offline, args.baseline or "none"))
+    rows = _measure_rows(config, files)
+    wants_offline = config.offline or args.batch is not None
+    offline = offline_limit(files, settings, settings.beam_size) if wants_offline else None
+    batch = _measure_batch(args, config, files, offline)
+    if rows or batch is None:
+        print(report(rows, offline, args.baseline or "none"))
+    if batch is not None:
+        print(batch_report(batch))
     if args.json is not None:
         meta = {
             "files": len(files),
@@ -113,5 +125,54 @@ def run(args: argparse.Namespace) -> int:
             "machine": platform.platform(),
             "settings": env,
         }
-        write_json(args.json, rows, offline, meta)
+        extra = None if batch is None else {"batch": batch}
+        write_json(args.json, rows, offline, meta, extra)
     return 0
+
+
+def _patterns(args: argparse.Namespace, files: int) -> list[Pattern]:
+    """The load patterns; ``--concurrency 0`` (and no ``--rate``) means none."""
+    if args.rate is not None:
+        requests = args.requests or 3 * files
+        return [Pattern(requests=requests, rate=args.rate, burst=args.burst, concurrency=64)]
+    clients = [int(part) for part in args.concurrency.split(",")]
+    return [
+        Pattern(requests=args.requests or max(files, 2 * c), concurrency=c) for c in clients if c
+    ]
+
+
+def _measure_rows(config: BenchConfig, files: list[AudioFile]) -> list[Row]:
+    """Each policy (and encoder window mode) under each load pattern, on its own server."""
+    rows: list[Row] = []
+    if not config.patterns:
+        return rows
+    fields = {"model": "whisper-1", "response_format": "json"}
+    for policy in config.policies:
+        for window in config.windows:
+            rows.extend(measure_policy(policy, config, files, fields, window))
+            print(f"  {policy}{'' if window is None else '/' + window}: done", flush=True)
+    return rows
+
+
+def _measure_batch(
+    args: argparse.Namespace,
+    config: BenchConfig,
+    files: list[AudioFile],
+    offline: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    """``--batch N``: on a server of the first policy (and encoder window mode)."""
+    if args.batch is None or offline is None:
+        return None
+    env = dict(config.server_env)
+    if config.windows[0] is not None:
+        env["ASRSERVE_ENCODER_WINDOW"] = config.windows[0]
+    scenario = BatchScenario(
+        items=args.batch,
+        probes=args.batch_probes,
+        policy=config.policies[0],
+        server_env=env,
+        url=config.url,
+    )
+    body = measure_batch(files, scenario, offline)
+    print(f"  batch ({scenario.policy}): done", flush=True)
+    return body

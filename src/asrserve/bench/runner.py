@@ -215,7 +215,12 @@ def report(rows: list[Row], offline: dict[str, Any] | None, baseline: str = "non
 
 
 def write_json(
-    path: Path, rows: list[Row], offline: dict[str, Any] | None, meta: dict[str, Any]
+    path: Path,
+    rows: list[Row],
+    offline: dict[str, Any] | None,
+    meta: dict[str, Any],
+    extra: dict[str, Any] | None = None,
 ) -> None:
     body = {"meta": meta, "runs": [row.as_dict() for row in rows], "offline": offline}
+    body.update(extra or {})
     path.write_text(json.dumps(body, indent=2), encoding="utf-8")
