@@ -15,7 +15,8 @@ from asrserve.corpus import Clip
 pytestmark = pytest.mark.slow
 
 
-def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) -> None:
+def bench_command(corpus: list[Clip], tmp_path: Path) -> tuple[list[str], Path]:
+    """``asrserve bench`` over three short clips (beam 1) and the path of its JSON report."""
     audio = tmp_path / "audio"
     audio.mkdir()
     clips = [clip for clip in corpus if clip.duration <= 12][:3]
@@ -24,20 +25,12 @@ def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) ->
     refs = tmp_path / "refs.json"
     refs.write_text(json.dumps({clip.path.name: clip.text for clip in clips}))
     report = tmp_path / "report.json"
-    common = [
-        sys.executable,
-        "-m",
-        "asrserve.cli",
-        "bench",
-        "--audio",
-        str(audio),
-        "--refs",
-        str(refs),
-        "--beam-size",
-        "1",
-        "--json",
-        str(report),
-    ]
+    command = [sys.executable, "-m", "asrserve.cli", "bench", "--audio", str(audio)]
+    return [*command, "--refs", str(refs), "--beam-size", "1", "--json", str(report)], report
+
+
+def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) -> None:
+    common, report = bench_command(corpus, tmp_path)
     closed = subprocess.run(
         [
             *common,
@@ -80,37 +73,10 @@ def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) ->
 
 
 def test_bench_batch_scenario(corpus: list[Clip], tmp_path: Path) -> None:
-    audio = tmp_path / "audio"
-    audio.mkdir()
-    clips = [clip for clip in corpus if clip.duration <= 12][:3]
-    for clip in clips:
-        shutil.copy(clip.path, audio / clip.path.name)
-    refs = tmp_path / "refs.json"
-    refs.write_text(json.dumps({clip.path.name: clip.text for clip in clips}))
-    report = tmp_path / "report.json"
+    common, report = bench_command(corpus, tmp_path)
+    batch_flags = ["--policies", "greedy", "--concurrency", "0", "--batch", "6"]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "asrserve.cli",
-            "bench",
-            "--audio",
-            str(audio),
-            "--refs",
-            str(refs),
-            "--beam-size",
-            "1",
-            "--policies",
-            "greedy",
-            "--concurrency",
-            "0",
-            "--batch",
-            "6",
-            "--batch-probes",
-            "3",
-            "--json",
-            str(report),
-        ],
+        [*common, *batch_flags, "--batch-probes", "3"],
         capture_output=True,
         text=True,
         timeout=280,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -218,13 +218,6 @@ class QueueContract:
             assert again.job_id == "b" and again.deliveries == 1
 
         asyncio.run(main())
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[Database]:
-    db = Database(tmp_path / "test.db")
-    yield db
-    db.close()
 
 
 class TestSqliteJobStore(JobStoreContract):

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from asrserve.batches.models import Batch, BatchItem, BatchStatus
@@ -69,13 +66,6 @@ class BatchStoreContract:
         sync(batches.add_items(items))
         sync(batches.add_items(items[:1]))
         assert sync(batches.items("batch_1")) == [items[1], items[0]]
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[Database]:
-    db = Database(tmp_path / "test.db")
-    yield db
-    db.close()
 
 
 class TestSqliteFileStore(FileStoreContract):

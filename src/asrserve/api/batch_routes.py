@@ -11,8 +11,8 @@ from pydantic import BaseModel
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
 from asrserve.api.file_routes import found as found_file
-from asrserve.api.file_routes import page_body
 from asrserve.api.forms import parse_callback
+from asrserve.api.schemas import page_body
 from asrserve.batches.models import (
     COMPLETION_WINDOW,
     ENDPOINT,

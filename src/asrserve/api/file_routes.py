@@ -9,6 +9,7 @@ from fastapi.responses import FileResponse
 
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
+from asrserve.api.schemas import page_body
 from asrserve.api.uploads import receive_upload
 from asrserve.files.models import UPLOADABLE, FilePurpose, StoredFile, new_file_id
 
@@ -84,18 +85,6 @@ async def found(ctx: ApiContext, file_id: str) -> StoredFile:
     if record is None:
         raise ApiError(404, f"no file '{file_id}'", param="file_id", code="file_not_found")
     return record
-
-
-def page_body(data: list[dict[str, Any]], limit: int) -> dict[str, Any]:
-    """An OpenAI list page from ``limit + 1`` rows (the extra one says there are more)."""
-    page = data[:limit]
-    return {
-        "object": "list",
-        "data": page,
-        "first_id": page[0]["id"] if page else None,
-        "last_id": page[-1]["id"] if page else None,
-        "has_more": len(data) > limit,
-    }
 
 
 def _purpose(value: str | None) -> FilePurpose:

@@ -12,7 +12,7 @@ from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
-from asrserve.api.schemas import job_view
+from asrserve.api.schemas import job_view, page_body
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobStatus, Priority
 
@@ -43,14 +43,7 @@ async def list_jobs(
     after: str | None = None,
 ) -> dict[str, Any]:
     jobs = await ctx.service.store.page(status=status, limit=limit + 1, after=after)
-    page = jobs[:limit]
-    return {
-        "object": "list",
-        "data": [job_view(job) for job in page],
-        "first_id": page[0].id if page else None,
-        "last_id": page[-1].id if page else None,
-        "has_more": len(jobs) > limit,
-    }
+    return page_body([job_view(job) for job in jobs], limit)
 
 
 @router.get("/{job_id}")

@@ -35,3 +35,15 @@ def job_view(job: Job) -> dict[str, Any]:
             "last_error": job.webhook_last_error,
         }
     return body
+
+
+def page_body(data: list[dict[str, Any]], limit: int) -> dict[str, Any]:
+    """An OpenAI list page from up to ``limit + 1`` rows (an extra one says there are more)."""
+    page = data[:limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(data) > limit,
+    }
