@@ -27,12 +27,29 @@ class EncoderWindow(StrEnum):
     FULL = "full"  # Whisper's standard 30 s window for every chunk
 
 
+class AuthMode(StrEnum):
+    AUTO = "auto"  # on, unless the server binds only to loopback
+    ON = "on"
+    OFF = "off"
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ASRSERVE_", frozen=True, extra="forbid")
 
     # Network
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+
+    # Access
+    auth: AuthMode = Field(
+        AuthMode.AUTO, description="API keys on /v1: auto = on unless bound to loopback only."
+    )
+    webhook_allow: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="Hosts or CIDRs callbacks may reach although private (e.g. 10.0.0.0/8)."
+    )
 
     # Storage
     data_dir: Path = Path("data")
@@ -89,6 +106,28 @@ class Settings(BaseSettings):
     max_wait_param_s: float = Field(60.0, gt=0, description="Cap for ?wait= long polls.")
     max_attempts: int = Field(3, ge=1, description="Deliveries before a job is failed.")
 
+    # Admission and backpressure (429 with Retry-After past these)
+    max_queued_jobs: int = Field(1000, ge=1, description="Unfinished jobs per online class.")
+    max_queued_audio_s: float = Field(
+        8 * 3600.0, gt=0, description="Unfinished audio seconds per online class."
+    )
+    max_queued_batch_requests: int = Field(
+        500_000, ge=1, description="Unfinished Batch API requests, all batches together."
+    )
+    rate_limit_rpm: int = Field(
+        0, ge=0, description="Default requests per minute per API key (0: no limit)."
+    )
+    quota_audio_minutes_per_day: float = Field(
+        0.0, ge=0, description="Default audio minutes per UTC day per API key (0: no quota)."
+    )
+    max_concurrent_uploads: int = Field(
+        64, ge=1, description="Uploads being received at once; more get 503 + Retry-After."
+    )
+    upload_idle_timeout_s: float = Field(
+        30.0, gt=0, description="An upload that sends nothing for this long gets 408."
+    )
+    upload_timeout_s: float = Field(900.0, gt=0, description="Longest time to receive one upload.")
+
     # Files and Batch API
     max_batch_file_bytes: int = Field(100 * MIB, ge=1, description="A batch's JSONL input file.")
     max_batch_requests: int = Field(50_000, ge=1, description="Lines in one batch.")
@@ -115,6 +154,19 @@ class Settings(BaseSettings):
         if isinstance(value, int | float):
             return (value,)
         return value
+
+    @field_validator("webhook_allow", mode="before")
+    @classmethod
+    def _parse_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @property
+    def auth_enabled(self) -> bool:
+        if self.auth is AuthMode.AUTO:
+            return self.host not in LOOPBACK_HOSTS
+        return self.auth is AuthMode.ON
 
     @field_validator("encoder_windows_s")
     @classmethod
