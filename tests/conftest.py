@@ -54,7 +54,9 @@ def make_server(tmp_path: Path) -> Iterator[type[Server]]:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One shared server for tests that do not restart it."""
-    srv = Server(tmp_path_factory.mktemp("shared-server") / "data")
+    # the webhook tests' receivers listen on loopback, which callbacks may not reach by default
+    env = {"ASRSERVE_WEBHOOK_ALLOW": "127.0.0.1"}
+    srv = Server(tmp_path_factory.mktemp("shared-server") / "data", env=env)
     srv.start()
     yield srv
     srv.stop()

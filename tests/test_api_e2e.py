@@ -502,7 +502,8 @@ def test_webhook_retried_then_delivered(
     make_server: Any, tmp_path: Path, receiver: tuple[Receiver, str], short_clip: Clip
 ) -> None:
     record, hook_url = receiver
-    server = make_server(tmp_path / "data", env={"ASRSERVE_WEBHOOK_BACKOFF_S": "0.2"}).start()
+    env = {"ASRSERVE_WEBHOOK_BACKOFF_S": "0.2", "ASRSERVE_WEBHOOK_ALLOW": "127.0.0.1"}
+    server = make_server(tmp_path / "data", env=env).start()
     with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
         job = submit_job(client, short_clip.path, callback_url=hook_url)
         assert job["webhook"] == {

@@ -19,11 +19,14 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from asrserve.admission import Admission
 from asrserve.api import audio_routes, batch_routes, file_routes, health_routes, job_routes
+from asrserve.api.access import AccessControl
 from asrserve.api.deps import ApiContext
 from asrserve.api.errors import install_error_handlers
 from asrserve.api.forms import ModelInfo
 from asrserve.api.schemas import job_view
+from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.batches.models import Batch
 from asrserve.batches.runner import BatchRunner
 from asrserve.batches.sqlite import SqliteBatchStore
@@ -106,8 +109,10 @@ def create_app(settings: Settings, engine_factory: EngineFactory = load_engines)
     queue = SqliteQueue(db)
     events = JobEvents()
     recorder = TrafficRecorder.from_settings(settings)
+    keys = SqliteKeyStore(db)
+    admission = Admission(settings)
     context = ApiContext(
-        service=Service(settings, store, queue, events, recorder),
+        service=Service(settings, store, queue, events, keys, admission, recorder),
         files=SqliteFileStore(db),
         batches=SqliteBatchStore(db),
     )
@@ -133,7 +138,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = load_engines)
         description="Whisper transcription built around a dynamic batching scheduler.",
     )
     app.state.context = context
-    app.middleware("http")(context.metrics.middleware)
+    app.middleware("http")(AccessControl(settings, keys))
+    app.middleware("http")(context.metrics.middleware)  # outermost: counts 401s and 429s too
     install_error_handlers(app)
     for module in (health_routes, audio_routes, job_routes, file_routes, batch_routes):
         app.include_router(module.router)
@@ -172,6 +178,7 @@ async def _start(
 
     def on_finished(job: Job) -> None:
         context.metrics.job_finished(job)
+        service.admission.finished(job)
         if job.callback_url:
             webhooks.kick()
         if job.batch_id:
@@ -183,8 +190,11 @@ async def _start(
         settings, service.store, service.queue, scheduler, events, engines[0], lanes, on_finished
     )
     recovered = await service.queue.recover()
-    for job in await service.store.unfinished():
+    unfinished = await service.store.unfinished()
+    for job in unfinished:
         await service.queue.put(job.id, job.priority)
+    service.admission.reset(unfinished)
+    service.admission.throughput = scheduler.stats.throughput
     runtime = Runtime(settings, engines, scheduler, worker, webhooks, [preprocess, offline])
     runtime.tasks = {
         "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
@@ -193,7 +203,10 @@ async def _start(
         "webhooks": asyncio.create_task(webhooks.run(), name="webhooks"),
         "retention": asyncio.create_task(_sweep_audio(settings, service), name="retention"),
     }
-    context.scheduler_view = lambda: _scheduler_view(settings, scheduler, worker)
+    context.scheduler_view = lambda: {
+        **_scheduler_view(settings, scheduler, worker),
+        "admission": service.admission.view(),
+    }
     context.kick_batches = runner.kick
     context.model = model
     log.info(

@@ -39,6 +39,7 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--max-job-upload-bytes": ("max_job_upload_bytes", int, "/v1/jobs byte limit"),
     "--max-audio-seconds": ("max_audio_seconds", float, "audio duration limit"),
     "--audio-retention-s": ("audio_retention_s", float, "keep audio after a job ends"),
+    "--auth": ("auth", str, "API keys: auto (on unless bound to loopback), on, off"),
     "--log-level": ("log_level", str, "debug, info, warning"),
     "--log-format": ("log_format", str, "json (one object per line) or text"),
 }
@@ -84,6 +85,10 @@ def parser() -> argparse.ArgumentParser:
     from asrserve.tune.cli import add_arguments as add_tune_arguments
 
     add_tune_arguments(tune)
+    keys = commands.add_parser("keys", help="create, list or revoke API keys")
+    from asrserve.auth.cli import add_arguments as add_keys_arguments
+
+    add_keys_arguments(keys)
     batch = commands.add_parser("batch", help="transcribe a folder through the Batch API")
     from asrserve.batches.cli import add_arguments as add_batch_arguments
 
@@ -110,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from asrserve.batches.cli import run as run_batch
 
         return run_batch(args)
+    if args.command == "keys":
+        from asrserve.auth.cli import run as run_keys
+
+        return run_keys(args)
     try:
         settings = build_settings(args)
     except ValidationError as exc:
@@ -129,8 +138,14 @@ def serve(settings: Settings) -> int:
     import uvicorn
 
     from asrserve.app import create_app, model_path
+    from asrserve.auth.cli import UnsafeStart, refuse_unsafe_start
 
     model_path(settings)  # fail fast, with a clear message, before binding the port
+    try:
+        refuse_unsafe_start(settings)
+    except UnsafeStart as exc:
+        print(f"asrserve: {exc}", file=sys.stderr)
+        return 2
     app = create_app(settings)
     uvicorn.run(
         app,

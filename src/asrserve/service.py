@@ -7,13 +7,18 @@ import logging
 import time
 from pathlib import Path
 
+from asrserve.admission import Admission
 from asrserve.api.errors import ApiError
 from asrserve.api.uploads import Upload
 from asrserve.audio.decode import probe
 from asrserve.audio.errors import AudioError
+from asrserve.auth import quota
+from asrserve.auth.keys import KeyStore
+from asrserve.auth.principal import OPEN, Principal
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
 from asrserve.jobs.store import JobStore
+from asrserve.outbound import BlockedUrl, check_url
 from asrserve.queue.base import Queue
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
@@ -28,12 +33,16 @@ class Service:
         store: JobStore,
         queue: Queue,
         events: JobEvents,
+        keys: KeyStore,
+        admission: Admission,
         recorder: TrafficRecorder | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.queue = queue
         self.events = events
+        self.keys = keys
+        self.admission = admission
         self.recorder = recorder
 
     def new_upload_path(self) -> tuple[str, Path]:
@@ -48,8 +57,10 @@ class Service:
         priority: Priority,
         callback_url: str | None = None,
         deadline_s: float | None = None,
+        principal: Principal = OPEN,
     ) -> Job:
-        """Validate the stored upload, then record and enqueue the job (durable on return)."""
+        """Validate the stored upload, admit it (queue limits, the caller's quota), then
+        record and enqueue the job (durable on return)."""
         if upload.path is None:
             raise ApiError(400, "a 'file' part with the audio is required", param="file")
         if upload.size == 0:
@@ -57,9 +68,16 @@ class Service:
             raise ApiError(400, "the uploaded file is empty", param="file", code="empty_file")
         try:
             duration = await asyncio.to_thread(probe, upload.path, self.settings.max_audio_seconds)
+            if callback_url:
+                check_callback(callback_url, self.settings)
+            self.admission.admit(priority, duration or 0.0)
+            await quota.charge(self.keys, principal, duration or 0.0)
         except AudioError as exc:
             upload.remove()
             raise ApiError(exc.status, exc.message, param="file", code=exc.code) from exc
+        except ApiError:
+            upload.remove()
+            raise
         job = Job(
             id=job_id,
             priority=priority,
@@ -70,9 +88,11 @@ class Service:
             audio_duration=duration,
             callback_url=callback_url,
             deadline_at=None if deadline_s is None else time.time() + deadline_s,
+            owner=principal.owner,
         )
         await self.store.create(job)
         await self.queue.put(job.id, priority)
+        self.admission.added(priority, duration or 0.0)
         if self.recorder is not None:
             self.recorder.arrival(job)
         log.info(
@@ -104,6 +124,15 @@ class Service:
         """Cancel a job that has not finished; returns None if there is no such job."""
         job = await self.store.cancel(job_id)
         if job is not None:
+            self.admission.finished(job)
             self.events.cancelled(job_id)
             return job
         return await self.store.get(job_id)
+
+
+def check_callback(url: str, settings: Settings) -> None:
+    """400 for a callback URL the service may not call (see :mod:`asrserve.outbound`)."""
+    try:
+        check_url(url, settings.webhook_allow)
+    except BlockedUrl as exc:
+        raise ApiError(400, str(exc), param="callback_url", code="callback_not_allowed") from None

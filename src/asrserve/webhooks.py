@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from asrserve import outbound
 from asrserve.batches.models import Batch
 from asrserve.batches.store import BatchStore
 from asrserve.jobs.models import Job, WebhookStatus
@@ -126,18 +127,25 @@ class WebhookSender:
 
     async def _deliver(self, owed: Owed) -> None:
         error: str | None = None
+        blocked = False
         try:
+            target = await outbound.resolve(owed.url, self._settings.webhook_allow)
             response = await self._client.post(
-                owed.url, json=owed.body, headers={"X-Asrserve-Event": owed.event}
+                target.url,
+                json=owed.body,
+                headers={"X-Asrserve-Event": owed.event, "Host": target.host_header},
+                extensions={"sni_hostname": target.host},
             )
-            if not response.is_success:
+            if not response.is_success:  # a redirect (3xx) is not followed: it fails too
                 error = f"HTTP {response.status_code}"
+        except outbound.BlockedUrl as exc:
+            error, blocked = f"blocked: {exc}", True
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}"
         attempts = owed.attempts + 1
         if error is None:
             status = WebhookStatus.DELIVERED
-        elif attempts >= self._settings.webhook_max_attempts:
+        elif blocked or attempts >= self._settings.webhook_max_attempts:
             status = WebhookStatus.FAILED
         else:
             status = WebhookStatus.PENDING

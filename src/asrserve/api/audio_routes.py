@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
 from asrserve.api.forms import Request as TranscriptionRequest
@@ -15,6 +16,7 @@ from asrserve.api.forms import parse_request
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.uploads import Upload, receive_upload
+from asrserve.auth.principal import Principal
 from asrserve.jobs.models import Priority
 
 router = APIRouter(prefix="/v1")
@@ -44,6 +46,7 @@ async def receive_transcription(
 async def create_transcription(
     request: Request,
     ctx: ApiContext = Depends(ready_model),  # noqa: B008
+    principal: Principal = Depends(caller),  # noqa: B008
 ) -> Response:
     """Transcribe an uploaded file and answer when done (interactive priority)."""
     service = ctx.service
@@ -52,7 +55,12 @@ async def create_transcription(
     )
     timeout = min(parsed.deadline_s or math.inf, service.settings.sync_timeout_s)
     job = await service.submit(
-        job_id, upload, parsed.options, Priority.INTERACTIVE, deadline_s=timeout
+        job_id,
+        upload,
+        parsed.options,
+        Priority.INTERACTIVE,
+        deadline_s=timeout,
+        principal=principal,
     )
     done = await service.wait(job.id, timeout + 1.0)  # the worker fails it at the deadline
     if done is None or not done.status.finished:

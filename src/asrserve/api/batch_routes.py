@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
+from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
 from asrserve.api.file_routes import found as found_file
 from asrserve.api.forms import parse_callback
 from asrserve.api.schemas import page_body
+from asrserve.auth.principal import Principal
 from asrserve.batches.models import (
     COMPLETION_WINDOW,
     ENDPOINT,
@@ -21,9 +25,13 @@ from asrserve.batches.models import (
     new_batch_id,
 )
 from asrserve.files.models import FilePurpose
+from asrserve.jobs.models import Priority
+from asrserve.service import check_callback
+from asrserve.settings import Settings
 
 router = APIRouter(prefix="/v1/batches")
 Ctx = Annotated[ApiContext, Depends(context)]
+Caller = Annotated[Principal, Depends(caller)]
 
 MAX_METADATA = 16
 
@@ -36,7 +44,7 @@ class CreateBatch(BaseModel):
 
 
 @router.post("")
-async def create_batch(body: CreateBatch, ctx: Ctx) -> dict[str, Any]:
+async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Accept a JSONL file of transcription requests; they run as offline, lowest-priority
     work. ``metadata.callback_url`` gets a POST of the batch when it ends."""
     if body.endpoint != ENDPOINT:
@@ -45,11 +53,14 @@ async def create_batch(body: CreateBatch, ctx: Ctx) -> dict[str, Any]:
     if body.completion_window != COMPLETION_WINDOW:
         message = f"completion_window must be '{COMPLETION_WINDOW}'"
         raise ApiError(400, message, param="completion_window")
-    _check_metadata(body.metadata)
-    record = await found_file(ctx, body.input_file_id)
+    _check_metadata(body.metadata, ctx.service.settings)
+    record = await found_file(ctx, body.input_file_id, principal)
     if record.purpose is not FilePurpose.BATCH:
         message = f"file '{record.id}' has purpose '{record.purpose.value}', not 'batch'"
         raise ApiError(400, message, param="input_file_id", code="invalid_file_purpose")
+    path = ctx.service.settings.files_dir / record.id
+    requests = await asyncio.to_thread(_count_lines, path)
+    ctx.service.admission.admit(Priority.BATCH, 0.0, count=requests)
     now = int(time.time())
     batch = Batch(
         id=new_batch_id(),
@@ -57,6 +68,7 @@ async def create_batch(body: CreateBatch, ctx: Ctx) -> dict[str, Any]:
         created_at=now,
         expires_at=now + int(ctx.service.settings.batch_window_s),
         metadata=body.metadata,
+        owner=principal.owner,
     )
     await ctx.batches.create(batch)
     ctx.kick_batches()
@@ -66,22 +78,23 @@ async def create_batch(body: CreateBatch, ctx: Ctx) -> dict[str, Any]:
 @router.get("")
 async def list_batches(
     ctx: Ctx,
+    principal: Caller,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     after: str | None = None,
 ) -> dict[str, Any]:
-    batches = await ctx.batches.page(limit=limit + 1, after=after)
+    batches = await ctx.batches.page(limit=limit + 1, after=after, owner=principal.scope)
     return page_body([batch.view() for batch in batches], limit)
 
 
 @router.get("/{batch_id}")
-async def get_batch(batch_id: str, ctx: Ctx) -> dict[str, Any]:
-    return (await _found(ctx, batch_id)).view()
+async def get_batch(batch_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
+    return (await _found(ctx, batch_id, principal)).view()
 
 
 @router.post("/{batch_id}/cancel")
-async def cancel_batch(batch_id: str, ctx: Ctx) -> dict[str, Any]:
+async def cancel_batch(batch_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Stop a batch: requests not finished are cancelled, finished results are kept."""
-    batch = await _found(ctx, batch_id)
+    batch = await _found(ctx, batch_id, principal)
 
     def mutate(current: Batch) -> Batch | None:
         if current.status not in (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS):
@@ -91,7 +104,7 @@ async def cancel_batch(batch_id: str, ctx: Ctx) -> dict[str, Any]:
 
     cancelled = await ctx.batches.update(batch.id, mutate)
     if cancelled is None:
-        current = await _found(ctx, batch_id)
+        current = await _found(ctx, batch_id, principal)
         if current.status is BatchStatus.CANCELLING:
             return current.view()
         message = f"the batch is {current.status.value}; it can no longer be cancelled"
@@ -100,14 +113,21 @@ async def cancel_batch(batch_id: str, ctx: Ctx) -> dict[str, Any]:
     return cancelled.view()
 
 
-async def _found(ctx: ApiContext, batch_id: str) -> Batch:
+async def _found(ctx: ApiContext, batch_id: str, principal: Principal) -> Batch:
+    """The batch if the caller may see it; 404 otherwise, as if it did not exist."""
     batch = await ctx.batches.get(batch_id)
-    if batch is None:
+    if batch is None or not principal.sees(batch.owner):
         raise ApiError(404, f"no batch '{batch_id}'", param="batch_id", code="batch_not_found")
     return batch
 
 
-def _check_metadata(metadata: dict[str, str] | None) -> None:
+def _count_lines(path: Path) -> int:
+    """Requests in a JSONL file (non-blank lines), for admission before validation."""
+    with path.open("rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def _check_metadata(metadata: dict[str, str] | None, settings: Settings) -> None:
     if not metadata:
         return
     if len(metadata) > MAX_METADATA:
@@ -116,4 +136,6 @@ def _check_metadata(metadata: dict[str, str] | None) -> None:
         if len(key) > 64 or len(value) > 512:
             message = "metadata keys are at most 64 characters and values at most 512"
             raise ApiError(400, message, param="metadata")
-    parse_callback(metadata.get("callback_url"))
+    callback = parse_callback(metadata.get("callback_url"))
+    if callback:
+        check_callback(callback, settings)

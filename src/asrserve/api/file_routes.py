@@ -7,19 +7,22 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse
 
+from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
 from asrserve.api.schemas import page_body
 from asrserve.api.uploads import receive_upload
+from asrserve.auth.principal import Principal
 from asrserve.files.models import UPLOADABLE, FilePurpose, StoredFile, new_file_id
 
 router = APIRouter(prefix="/v1/files")
 Ctx = Annotated[ApiContext, Depends(context)]
+Caller = Annotated[Principal, Depends(caller)]
 JSONL = "application/jsonl"
 
 
 @router.post("")
-async def upload_file(request: Request, ctx: Ctx) -> dict[str, Any]:
+async def upload_file(request: Request, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Multipart ``file`` and ``purpose`` (``batch``: JSONL requests; ``audio``: audio that
     batch requests name by id). Streamed to disk; limits are enforced while reading."""
     settings = ctx.service.settings
@@ -39,7 +42,11 @@ async def upload_file(request: Request, ctx: Ctx) -> dict[str, Any]:
         upload.remove()
         raise
     record = StoredFile(
-        id=file_id, bytes=upload.size, filename=upload.filename or file_id, purpose=purpose
+        id=file_id,
+        bytes=upload.size,
+        filename=upload.filename or file_id,
+        purpose=purpose,
+        owner=principal.owner,
     )
     await ctx.files.put(record)
     return record.model_dump(mode="json")
@@ -48,22 +55,25 @@ async def upload_file(request: Request, ctx: Ctx) -> dict[str, Any]:
 @router.get("")
 async def list_files(
     ctx: Ctx,
+    principal: Caller,
     purpose: FilePurpose | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 20,
     after: str | None = None,
 ) -> dict[str, Any]:
-    files = await ctx.files.page(purpose=purpose, limit=limit + 1, after=after)
+    files = await ctx.files.page(
+        purpose=purpose, limit=limit + 1, after=after, owner=principal.scope
+    )
     return page_body([f.model_dump(mode="json") for f in files], limit)
 
 
 @router.get("/{file_id}")
-async def get_file(file_id: str, ctx: Ctx) -> dict[str, Any]:
-    return (await found(ctx, file_id)).model_dump(mode="json")
+async def get_file(file_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
+    return (await found(ctx, file_id, principal)).model_dump(mode="json")
 
 
 @router.get("/{file_id}/content")
-async def file_content(file_id: str, ctx: Ctx) -> FileResponse:
-    record = await found(ctx, file_id)
+async def file_content(file_id: str, ctx: Ctx, principal: Caller) -> FileResponse:
+    record = await found(ctx, file_id, principal)
     path = ctx.service.settings.files_dir / record.id
     if not path.exists():
         raise ApiError(404, f"the content of '{file_id}' is gone", code="file_not_found")
@@ -73,16 +83,17 @@ async def file_content(file_id: str, ctx: Ctx) -> FileResponse:
 
 
 @router.delete("/{file_id}")
-async def delete_file(file_id: str, ctx: Ctx) -> dict[str, Any]:
-    record = await found(ctx, file_id)
+async def delete_file(file_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
+    record = await found(ctx, file_id, principal)
     await ctx.files.delete(record.id)
     (ctx.service.settings.files_dir / record.id).unlink(missing_ok=True)
     return {"id": record.id, "object": "file", "deleted": True}
 
 
-async def found(ctx: ApiContext, file_id: str) -> StoredFile:
+async def found(ctx: ApiContext, file_id: str, principal: Principal) -> StoredFile:
+    """The file if the caller may see it; 404 otherwise, as if it did not exist."""
     record = await ctx.files.get(file_id)
-    if record is None:
+    if record is None or not principal.sees(record.owner):
         raise ApiError(404, f"no file '{file_id}'", param="file_id", code="file_not_found")
     return record
 

@@ -7,22 +7,25 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from asrserve.api.access import caller
 from asrserve.api.audio_routes import ready_model, receive_transcription
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.schemas import job_view, page_body
+from asrserve.auth.principal import Principal
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobStatus, Priority
 
 router = APIRouter(prefix="/v1/jobs")
 Ctx = Annotated[ApiContext, Depends(context)]
+Caller = Annotated[Principal, Depends(caller)]
 
 
 @router.post("", status_code=202, openapi_extra=transcription_form(sync=False))
 async def create_job(
-    request: Request, ctx: Annotated[ApiContext, Depends(ready_model)]
+    request: Request, ctx: Annotated[ApiContext, Depends(ready_model)], principal: Caller
 ) -> Response:
     """Accept a file for transcription; answers 202 once the job is durably queued."""
     service = ctx.service
@@ -30,7 +33,13 @@ async def create_job(
         request, ctx, service.settings.max_job_upload_bytes, callback=True
     )
     job = await service.submit(
-        job_id, upload, parsed.options, Priority.ASYNC, parsed.callback_url, parsed.deadline_s
+        job_id,
+        upload,
+        parsed.options,
+        Priority.ASYNC,
+        parsed.callback_url,
+        parsed.deadline_s,
+        principal=principal,
     )
     return JSONResponse(job_view(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
@@ -38,38 +47,47 @@ async def create_job(
 @router.get("")
 async def list_jobs(
     ctx: Ctx,
+    principal: Caller,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     after: str | None = None,
 ) -> dict[str, Any]:
-    jobs = await ctx.service.store.page(status=status, limit=limit + 1, after=after)
+    jobs = await ctx.service.store.page(
+        status=status, limit=limit + 1, after=after, owner=principal.scope
+    )
     return page_body([job_view(job) for job in jobs], limit)
 
 
 @router.get("/{job_id}")
-async def get_job(job_id: str, ctx: Ctx, wait: Annotated[float, Query(ge=0)] = 0) -> dict[str, Any]:
+async def get_job(
+    job_id: str, ctx: Ctx, principal: Caller, wait: Annotated[float, Query(ge=0)] = 0
+) -> dict[str, Any]:
     """``?wait=N`` long-polls: answers as soon as the job finishes, or after N s."""
     service = ctx.service
+    job = _found(await service.store.get(job_id), job_id, principal)
     timeout = min(wait, service.settings.max_wait_param_s)
-    job = await service.wait(job_id, timeout) if timeout else await service.store.get(job_id)
-    return job_view(_found(job, job_id))
+    if timeout and not job.status.finished:
+        job = _found(await service.wait(job_id, timeout), job_id, principal)
+    return job_view(job)
 
 
 @router.get("/{job_id}/transcript")
 async def get_transcript(
-    job_id: str, ctx: Ctx, format: ResponseFormat = ResponseFormat.JSON
+    job_id: str, ctx: Ctx, principal: Caller, format: ResponseFormat = ResponseFormat.JSON
 ) -> Response:
-    job = _found(await ctx.service.store.get(job_id), job_id)
+    job = _found(await ctx.service.store.get(job_id), job_id, principal)
     return transcript_response(job, format, words=job.options.word_timestamps)
 
 
 @router.delete("/{job_id}")
-async def cancel_job(job_id: str, ctx: Ctx) -> dict[str, Any]:
+async def cancel_job(job_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Cancel a queued or running job; a finished job is returned unchanged."""
-    return job_view(_found(await ctx.service.cancel(job_id), job_id))
+    _found(await ctx.service.store.get(job_id), job_id, principal)
+    return job_view(_found(await ctx.service.cancel(job_id), job_id, principal))
 
 
-def _found(job: Job | None, job_id: str) -> Job:
-    if job is None:
+def _found(job: Job | None, job_id: str, principal: Principal) -> Job:
+    """The job if the caller may see it; 404 otherwise, as if it did not exist."""
+    if job is None or not principal.sees(job.owner):
         raise ApiError(404, f"no job '{job_id}'", param="job_id", code="job_not_found")
     return job

@@ -80,6 +80,7 @@ class Batch(BaseModel):
     # became jobs, and the end-of-batch webhook.
     audio_seconds: float = 0.0
     rejected: int = 0
+    owner: str | None = None  # the API key that created it
     webhook_status: WebhookStatus | None = None
     webhook_attempts: int = 0
     webhook_last_error: str | None = None
@@ -90,7 +91,7 @@ class Batch(BaseModel):
 
     def view(self) -> dict[str, Any]:
         """The batch as the API shows it."""
-        hidden = {"rejected", "webhook_status", "webhook_attempts", "webhook_last_error"}
+        hidden = {"rejected", "owner", "webhook_status", "webhook_attempts", "webhook_last_error"}
         body = self.model_dump(mode="json", exclude=hidden)
         errors = body.pop("errors")
         body["errors"] = None if errors is None else {"object": "list", "data": errors}

@@ -17,9 +17,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from asrserve.api.errors import ApiError
 from asrserve.api.forms import ModelInfo
 from asrserve.audio.decode import probe
 from asrserve.audio.errors import AudioError
+from asrserve.auth import quota
+from asrserve.auth.principal import Principal
 from asrserve.batches.models import Batch, BatchErrorLine, BatchItem, BatchStatus, RequestCounts
 from asrserve.batches.models import item_job_id as job_id_for
 from asrserve.batches.output import split_lines, write_lines
@@ -96,14 +99,21 @@ class BatchRunner:
         records = {}
         for file_id in {request.file_id for request in requests}:
             record = await self._files.get(file_id)
-            records[file_id] = record if record and record.purpose is FilePurpose.AUDIO else None
+            usable = record and record.purpose is FilePurpose.AUDIO and record.owner == batch.owner
+            records[file_id] = record if usable else None
         items, jobs = await asyncio.to_thread(self._plan, batch, requests, records)
+        seconds = sum(job.audio_duration or 0.0 for job in jobs)
+        try:
+            await self._charge(batch, seconds)
+        except ApiError as exc:
+            error = BatchErrorLine(code=exc.code or "quota_exceeded", message=exc.message)
+            return await self._set(batch.id, BatchStatus.FAILED, "failed_at", errors=[error])
         await self._batches.add_items(items)
         await self._service.store.create_many(jobs)
         longest_first = sorted(jobs, key=lambda job: -(job.audio_duration or 0.0))
         await self._service.queue.put_many([job.id for job in longest_first], Priority.BATCH)
+        self._service.admission.added(Priority.BATCH, seconds, count=len(jobs))
         failed = sum(item.error is not None for item in items)
-        seconds = sum(job.audio_duration or 0.0 for job in jobs)
         log.info(
             "batch %s in progress: %d request(s), %d rejected, %.1f audio s",
             batch.id,
@@ -119,6 +129,12 @@ class BatchRunner:
             rejected=failed,
             audio_seconds=round(seconds, 3),
         )
+
+    async def _charge(self, batch: Batch, seconds: float) -> None:
+        """The batch's audio against its owner's daily quota (429 ApiError if it does not fit)."""
+        key = await self._service.keys.get(batch.owner) if batch.owner else None
+        if key is not None:
+            await quota.charge(self._service.keys, Principal.of(key, self._settings), seconds)
 
     async def _read_input(self, batch: Batch) -> list[RequestLine]:
         record = await self._files.get(batch.input_file_id)
@@ -175,6 +191,7 @@ class BatchRunner:
                 audio_duration=duration,
                 batch_id=batch.id,
                 owns_audio=False,
+                owner=batch.owner,
             )
             jobs.append(job)
             items.append(item.model_copy(update={"job_id": job.id}))
@@ -249,7 +266,11 @@ class BatchRunner:
         size = await asyncio.to_thread(write_lines, path, lines)
         filename = f"{batch.id}_{kind}.jsonl"
         record = StoredFile(
-            id=file_id, bytes=size, filename=filename, purpose=FilePurpose.BATCH_OUTPUT
+            id=file_id,
+            bytes=size,
+            filename=filename,
+            purpose=FilePurpose.BATCH_OUTPUT,
+            owner=batch.owner,
         )
         await self._files.put(record)
         return file_id

@@ -27,22 +27,31 @@ CREATE TABLE IF NOT EXISTS batch_items (
 """
 
 ACTIVE = tuple(s.value for s in BatchStatus if not s.finished)
+ADDED_COLUMNS = (("owner", "TEXT"),)
 
 
-def _row(batch: Batch) -> tuple[str, str, str | None, str]:
+def _row(batch: Batch) -> tuple[str, str, str | None, str, str | None]:
     webhook = batch.webhook_status.value if batch.webhook_status else None
-    return (batch.id, batch.status.value, webhook, batch.model_dump_json())
+    return (batch.id, batch.status.value, webhook, batch.model_dump_json(), batch.owner)
 
 
 class SqliteBatchStore(BatchStore):
     def __init__(self, db: Database) -> None:
         self._db = db
         db.migrate(SCHEMA)
+        db.add_columns("batches", ADDED_COLUMNS)
 
     async def create(self, batch: Batch) -> None:
         row = _row(batch)
         await self._db.run(
-            lambda c: c.execute("INSERT INTO batches VALUES (?, ?, ?, ?)", row) and None
+            lambda c: (
+                c.execute(
+                    "INSERT INTO batches (id, status, webhook_status, data, owner)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    row,
+                )
+                and None
+            )
         )
 
     async def get(self, batch_id: str) -> Batch | None:
@@ -54,7 +63,7 @@ class SqliteBatchStore(BatchStore):
             new = None if batch is None else mutate(batch)
             if new is None:
                 return None
-            _, status, webhook, data = _row(new)
+            _, status, webhook, data, _ = _row(new)
             conn.execute(
                 "UPDATE batches SET status = ?, webhook_status = ?, data = ? WHERE id = ?",
                 (status, webhook, data, batch_id),
@@ -63,12 +72,16 @@ class SqliteBatchStore(BatchStore):
 
         return await self._db.run(tx)
 
-    async def page(self, *, limit: int = 20, after: str | None = None) -> list[Batch]:
-        if after is None:
-            return await self._select("SELECT data FROM batches ORDER BY id DESC LIMIT ?", (limit,))
-        return await self._select(
-            "SELECT data FROM batches WHERE id < ? ORDER BY id DESC LIMIT ?", (after, limit)
-        )
+    async def page(
+        self, *, limit: int = 20, after: str | None = None, owner: str | None = None
+    ) -> list[Batch]:
+        clauses, params = ["id < ?"] if after else [], [after] if after else []
+        if owner is not None:
+            clauses.append("owner = ?")
+            params.append(owner)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT data FROM batches {where} ORDER BY id DESC LIMIT ?"
+        return await self._select(sql, (*params, limit))
 
     async def active(self) -> list[Batch]:
         marks = ", ".join("?" for _ in ACTIVE)

@@ -22,8 +22,11 @@ class BatchStore(ABC):
         """Atomically apply ``mutate`` (None leaves the batch as is); the new batch or None."""
 
     @abstractmethod
-    async def page(self, *, limit: int = 20, after: str | None = None) -> list[Batch]:
-        """Newest first; ``after`` is the id of the last batch of the previous page."""
+    async def page(
+        self, *, limit: int = 20, after: str | None = None, owner: str | None = None
+    ) -> list[Batch]:
+        """Newest first; ``after`` is the id of the last batch of the previous page;
+        ``owner`` keeps only that key's batches."""
 
     @abstractmethod
     async def active(self) -> list[Batch]:

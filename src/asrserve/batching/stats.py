@@ -54,6 +54,11 @@ class SchedulerStats:
         self.padded_frames += batch.padded_frames
         self.total_frames += batch.total_frames
 
+    def throughput(self) -> float | None:
+        """Audio seconds per second with every device busy, as measured so far."""
+        busy = sum(self.busy_seconds.values()) / max(len(self.devices), 1)
+        return self.audio_seconds / busy if busy > 0 else None
+
     def padding_waste(self) -> float:
         return self.padded_frames / self.total_frames if self.total_frames else 0.0
 

@@ -31,6 +31,7 @@ class StoredFile(BaseModel):
     status: Literal["processed"] = "processed"
     expires_at: int | None = None
     status_details: str | None = None
+    owner: str | None = Field(None, exclude=True)  # the API key that stored it
 
 
 def new_file_id() -> str:

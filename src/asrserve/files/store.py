@@ -21,6 +21,12 @@ class FileStore(ABC):
 
     @abstractmethod
     async def page(
-        self, *, purpose: FilePurpose | None = None, limit: int = 20, after: str | None = None
+        self,
+        *,
+        purpose: FilePurpose | None = None,
+        limit: int = 20,
+        after: str | None = None,
+        owner: str | None = None,
     ) -> list[StoredFile]:
-        """Newest first; ``after`` is the id of the last file of the previous page."""
+        """Newest first; ``after`` is the id of the last file of the previous page;
+        ``owner`` keeps only that key's files."""

@@ -84,6 +84,7 @@ class Job(BaseModel):
     webhook_last_error: str | None = None
     batch_id: str | None = None  # set for the items of a Batch API batch
     owns_audio: bool = True  # False: the audio belongs to a stored file, never deleted with the job
+    owner: str | None = None  # the API key that submitted it (None: auth is off)
 
 
 def new_job_id() -> str:

@@ -33,13 +33,18 @@ CREATE TABLE IF NOT EXISTS jobs (
     webhook_last_error TEXT,
     deadline_at REAL,
     batch_id TEXT,
-    owns_audio INTEGER NOT NULL DEFAULT 1
+    owns_audio INTEGER NOT NULL DEFAULT 1,
+    owner TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
 CREATE INDEX IF NOT EXISTS jobs_webhook ON jobs (webhook_status);
 """
 # Columns added after the first release: (name, declaration) for databases made before them.
-ADDED_COLUMNS = (("batch_id", "TEXT"), ("owns_audio", "INTEGER NOT NULL DEFAULT 1"))
+ADDED_COLUMNS = (
+    ("batch_id", "TEXT"),
+    ("owns_audio", "INTEGER NOT NULL DEFAULT 1"),
+    ("owner", "TEXT"),
+)
 INDEXES = "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, status);"
 
 COLUMNS = tuple(Job.model_fields)
@@ -117,9 +122,17 @@ class SqliteJobStore(JobStore):
         return await self._db.run(tx)
 
     async def page(
-        self, *, status: JobStatus | None = None, limit: int = 20, after: str | None = None
+        self,
+        *,
+        status: JobStatus | None = None,
+        limit: int = 20,
+        after: str | None = None,
+        owner: str | None = None,
     ) -> list[Job]:
         clauses, params = [], []
+        if owner is not None:
+            clauses.append("owner = ?")
+            params.append(owner)
         if status is not None:
             clauses.append("status = ?")
             params.append(status.value)

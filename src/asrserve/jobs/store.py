@@ -30,9 +30,15 @@ class JobStore(ABC):
 
     @abstractmethod
     async def page(
-        self, *, status: JobStatus | None = None, limit: int = 20, after: str | None = None
+        self,
+        *,
+        status: JobStatus | None = None,
+        limit: int = 20,
+        after: str | None = None,
+        owner: str | None = None,
     ) -> list[Job]:
-        """Newest first; ``after`` is the id of the last job of the previous page."""
+        """Newest first; ``after`` is the id of the last job of the previous page;
+        ``owner`` keeps only that key's jobs."""
 
     @abstractmethod
     async def unfinished(self) -> list[Job]: ...

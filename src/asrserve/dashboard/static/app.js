@@ -438,11 +438,35 @@
     return "HTTP " + response.status + " " + response.statusText;
   }
 
+  // With auth on, the stats need an admin key: asked for once, kept for this tab only.
+  const KEY_ITEM = "asrserve-api-key";
+
+  function authHeaders() {
+    const key = sessionStorage.getItem(KEY_ITEM);
+    return key ? { Authorization: "Bearer " + key } : {};
+  }
+
+  function askForKey(status) {
+    const entered = window.prompt(
+      status === 403 ? "This key is not an admin key. Admin API key:" : "API key (admin) for this server:"
+    );
+    if (entered) sessionStorage.setItem(KEY_ITEM, entered.trim());
+    return Boolean(entered);
+  }
+
   async function poll() {
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), 5000);
     try {
-      const response = await fetch("/v1/dashboard/stats", { cache: "no-store", signal: abort.signal });
+      const response = await fetch("/v1/dashboard/stats", {
+        cache: "no-store",
+        signal: abort.signal,
+        headers: authHeaders(),
+      });
+      if ((response.status === 401 || response.status === 403) && !state.asked) {
+        state.asked = true;
+        if (askForKey(response.status)) state.asked = false;
+      }
       if (!response.ok) throw new Error(await apiError(response));
       const data = await response.json();
       ingest(data);
@@ -507,7 +531,11 @@
     $("try-result").replaceChildren();
     const started = performance.now();
     try {
-      const response = await fetch("/v1/audio/transcriptions", { method: "POST", body: form });
+      const response = await fetch("/v1/audio/transcriptions", {
+        method: "POST",
+        body: form,
+        headers: authHeaders(),
+      });
       if (!response.ok) throw new Error(await apiError(response));
       showTranscript(await response.json(), (performance.now() - started) / 1000);
       status.textContent = "";

@@ -1,0 +1,83 @@
+"""Who is calling: ``Authorization: Bearer <key>`` on every ``/v1`` route and ``/metrics``.
+
+With auth on, a request without a valid key gets ``401``; a key past its request rate gets
+``429`` with ``Retry-After``. Each key sees only what it created (jobs, files, batches):
+anything else answers ``404``, exactly as if it did not exist. Admin keys see everything and
+are the only ones that reach ``/metrics``, the scheduler view and the dashboard's data. With
+auth off there is one open, all-seeing caller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from asrserve.api.errors import error_body
+from asrserve.auth.keys import ApiKey, KeyStore, hash_secret
+from asrserve.auth.limits import RateLimiter
+from asrserve.auth.principal import OPEN, Principal
+from asrserve.settings import Settings
+
+ADMIN_PATHS = frozenset({"/metrics", "/v1/scheduler", "/v1/dashboard/stats"})
+
+
+def caller(request: Request) -> Principal:
+    principal = getattr(request.state, "principal", OPEN)
+    assert isinstance(principal, Principal)
+    return principal
+
+
+class AccessControl:
+    """The HTTP middleware that authenticates and rate-limits callers."""
+
+    def __init__(self, settings: Settings, keys: KeyStore) -> None:
+        self._settings = settings
+        self._keys = keys
+        self._limiter = RateLimiter()
+
+    async def __call__(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        path = request.url.path
+        if not self._settings.auth_enabled or not _protected(path):
+            return await call_next(request)
+        key = await self._key(request.headers.get("authorization", ""))
+        if key is None:
+            message = "a valid API key is required: 'Authorization: Bearer <key>'"
+            return _error(401, message, "invalid_api_key", {"WWW-Authenticate": "Bearer"})
+        principal = Principal.of(key, self._settings)
+        if path in ADMIN_PATHS and not principal.admin:
+            return _error(403, "this route needs an admin key", "admin_required")
+        headers: dict[str, str] = {}
+        if principal.rate_limit_rpm:
+            wait, left = self._limiter.take(key.id, principal.rate_limit_rpm)
+            headers = {
+                "X-RateLimit-Limit-Requests": str(principal.rate_limit_rpm),
+                "X-RateLimit-Remaining-Requests": str(left),
+            }
+            if wait > 0:
+                headers["Retry-After"] = str(math.ceil(wait))
+                message = f"rate limit of {principal.rate_limit_rpm} requests per minute reached"
+                return _error(429, message, "rate_limit_exceeded", headers)
+        request.state.principal = principal
+        response = await call_next(request)
+        response.headers.update(headers)
+        return response
+
+    async def _key(self, header: str) -> ApiKey | None:
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        key = await self._keys.find(hash_secret(token.strip()))
+        return key if key is not None and key.revoked_at is None else None
+
+
+def _protected(path: str) -> bool:
+    return path.startswith("/v1/") or path == "/metrics"
+
+
+def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse(error_body(status, message, code=code), status_code=status, headers=headers)

@@ -1,0 +1,1 @@
+"""API keys: who is calling, what they may see, how fast they may call."""

@@ -1,0 +1,119 @@
+"""``asrserve keys create|list|revoke``: manage API keys in the data dir ``serve`` uses.
+
+The data dir comes from ``--data-dir`` or ``ASRSERVE_DATA_DIR`` (default ``./data``), as for
+``serve``. A new key's secret is printed once and never stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+from asrserve.auth.keys import DuplicateName, KeyStore, new_key
+from asrserve.auth.sqlite import SqliteKeyStore
+from asrserve.settings import LOOPBACK_HOSTS, Settings
+from asrserve.sqlite import Database
+
+T = TypeVar("T")
+
+
+class UnsafeStart(Exception):
+    """Auth is on for a public interface and no key exists: nobody could use the service."""
+
+
+def add_arguments(keys: argparse.ArgumentParser) -> None:
+    commands = keys.add_subparsers(dest="keys_command", required=True)
+    create = commands.add_parser("create", help="create a key and print its secret once")
+    create.add_argument("--name", required=True)
+    create.add_argument("--admin", action="store_true", help="sees everything, /metrics too")
+    create.add_argument("--rpm", type=int, help="requests per minute (default: server's)")
+    create.add_argument("--audio-minutes-per-day", type=float, help="daily audio quota")
+    listing = commands.add_parser("list", help="list keys (never their secrets)")
+    revoke = commands.add_parser("revoke", help="revoke a key by id or name")
+    revoke.add_argument("key", help="key id (key_...) or name")
+    for sub in (create, listing, revoke):
+        sub.add_argument("--data-dir", type=Path, help="as for serve (ASRSERVE_DATA_DIR)")
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    command: Callable[[KeyStore], Awaitable[int]] = {
+        "create": lambda store: _create(store, args),
+        "list": _list,
+        "revoke": lambda store: _revoke(store, args.key),
+    }[args.keys_command]
+    return _with_store(settings, command)
+
+
+def refuse_unsafe_start(settings: Settings) -> None:
+    """Raise :class:`UnsafeStart` if ``serve`` would expose a service nobody can call."""
+    if not settings.auth_enabled or settings.host in LOOPBACK_HOSTS:
+        return
+    if not _with_store(settings, lambda store: store.active()):
+        raise UnsafeStart(
+            f"auth is on for {settings.host} but there are no API keys in "
+            f"{settings.data_dir}: create one with `asrserve keys create --name NAME "
+            f"--data-dir {settings.data_dir}` (or bind to 127.0.0.1, or set --auth off)"
+        )
+
+
+def _with_store(settings: Settings, command: Callable[[KeyStore], Awaitable[T]]) -> T:
+    db = Database(settings.db_path)
+    try:
+        return asyncio.run(_call(command, SqliteKeyStore(db)))
+    finally:
+        db.close()
+
+
+async def _call(command: Callable[[KeyStore], Awaitable[T]], store: KeyStore) -> T:
+    return await command(store)
+
+
+async def _create(store: KeyStore, args: argparse.Namespace) -> int:
+    secret, key = new_key(
+        args.name,
+        admin=args.admin,
+        rate_limit_rpm=args.rpm,
+        audio_minutes_per_day=args.audio_minutes_per_day,
+    )
+    try:
+        await store.create(key)
+    except DuplicateName as exc:
+        print(f"asrserve: {exc}", file=sys.stderr)
+        return 2
+    print(f"created {key.id} ({key.name}{', admin' if key.admin else ''})", file=sys.stderr)
+    print("the secret is shown only now; store it safely:", file=sys.stderr)
+    print(secret)
+    return 0
+
+
+async def _list(store: KeyStore) -> int:
+    print(f"{'id':<18} {'name':<20} {'admin':<5} {'hint':<12} {'created':<20} revoked")
+    for key in await store.all():
+        created = _when(key.created_at)
+        revoked = _when(key.revoked_at) if key.revoked_at else ""
+        admin = "yes" if key.admin else "no"
+        print(
+            f"{key.id:<18} {key.name:<20} {admin:<5} {key.hint + '…':<12} {created:<20} {revoked}"
+        )
+    return 0
+
+
+async def _revoke(store: KeyStore, id_or_name: str) -> int:
+    key = await store.revoke(id_or_name)
+    if key is None:
+        print(f"asrserve: no active key '{id_or_name}'", file=sys.stderr)
+        return 1
+    print(f"revoked {key.id} ({key.name})")
+    return 0
+
+
+def _when(stamp: float | None) -> str:
+    if stamp is None:
+        return ""
+    return dt.datetime.fromtimestamp(stamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")

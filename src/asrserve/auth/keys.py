@@ -1,0 +1,87 @@
+"""API keys. The secret is shown once, at creation; only its SHA-256 is stored.
+
+A key's secret is 32 random bytes (``secrets.token_urlsafe``), so a fast hash is enough:
+there is nothing to brute-force that a salt or a slow hash would protect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from abc import ABC, abstractmethod
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PREFIX = "asr_"
+
+
+class ApiKey(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    admin: bool = False
+    hash: str  # sha256 hex of the secret
+    hint: str  # the secret's first characters, to recognise it in a list
+    created_at: float = Field(default_factory=time.time)
+    revoked_at: float | None = None
+    rate_limit_rpm: int | None = None  # None: the server's default
+    audio_minutes_per_day: float | None = None  # None: the server's default
+
+
+def new_key(
+    name: str,
+    *,
+    admin: bool = False,
+    rate_limit_rpm: int | None = None,
+    audio_minutes_per_day: float | None = None,
+) -> tuple[str, ApiKey]:
+    """A fresh secret and its record (which does not contain it)."""
+    secret = PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey(
+        id=f"key_{secrets.token_hex(6)}",
+        name=name,
+        admin=admin,
+        hash=hash_secret(secret),
+        hint=secret[: len(PREFIX) + 6],
+        rate_limit_rpm=rate_limit_rpm,
+        audio_minutes_per_day=audio_minutes_per_day,
+    )
+    return secret, key
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class KeyStore(ABC):
+    @abstractmethod
+    async def create(self, key: ApiKey) -> None:
+        """Names are unique among keys that are not revoked."""
+
+    @abstractmethod
+    async def find(self, digest: str) -> ApiKey | None:
+        """The key, revoked or not, whose secret hashes to ``digest``."""
+
+    @abstractmethod
+    async def get(self, key_id: str) -> ApiKey | None: ...
+
+    @abstractmethod
+    async def all(self) -> list[ApiKey]: ...
+
+    @abstractmethod
+    async def revoke(self, id_or_name: str) -> ApiKey | None:
+        """Revoke the active key with this id or name; None if there is none."""
+
+    @abstractmethod
+    async def charge(self, key_id: str, day: str, seconds: float, limit: float) -> float | None:
+        """Add ``seconds`` of audio to the key's usage on ``day`` if that keeps it within
+        ``limit``: the new total, or None (nothing added) when it would not fit."""
+
+    async def active(self) -> list[ApiKey]:
+        return [key for key in await self.all() if key.revoked_at is None]
+
+
+class DuplicateName(ValueError):
+    pass

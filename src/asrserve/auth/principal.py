@@ -1,0 +1,44 @@
+"""The caller of a request, as the rest of the service sees it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asrserve.auth.keys import ApiKey
+from asrserve.settings import Settings
+
+
+@dataclass(frozen=True)
+class Principal:
+    key_id: str | None  # None: auth is off
+    admin: bool
+    rate_limit_rpm: int = 0  # 0: none
+    audio_minutes_per_day: float = 0.0  # 0: no quota
+
+    @property
+    def owner(self) -> str | None:
+        """What the caller's new jobs, files and batches are owned by."""
+        return self.key_id
+
+    @property
+    def scope(self) -> str | None:
+        """The owner to filter listings by (None: everything)."""
+        return None if self.admin else self.key_id
+
+    def sees(self, owner: str | None) -> bool:
+        return self.admin or owner == self.key_id
+
+    @classmethod
+    def of(cls, key: ApiKey, settings: Settings) -> Principal:
+        """A key's principal, with the server's defaults where the key sets no limit."""
+        rpm = settings.rate_limit_rpm if key.rate_limit_rpm is None else key.rate_limit_rpm
+        quota = key.audio_minutes_per_day
+        return cls(
+            key_id=key.id,
+            admin=key.admin,
+            rate_limit_rpm=rpm,
+            audio_minutes_per_day=settings.quota_audio_minutes_per_day if quota is None else quota,
+        )
+
+
+OPEN = Principal(key_id=None, admin=True)

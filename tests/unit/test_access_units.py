@@ -1,0 +1,93 @@
+"""Pure parts of access control: outbound URL checks, the rate limiter, admission."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from asrserve.admission import Admission
+from asrserve.api.errors import ApiError
+from asrserve.auth.limits import RateLimiter
+from asrserve.jobs.models import Job, Priority
+from asrserve.outbound import BlockedUrl, check_url, resolve
+from asrserve.settings import Settings
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://example.com/x",
+        "http:///nohost",
+        "http://user:pw@example.com/",
+        "http://127.0.0.1:8000/hook",
+        "http://localhost/hook",
+        "http://10.1.2.3/hook",
+        "http://192.168.0.10/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://100.64.0.1/",
+        "http://[::1]/hook",
+        "http://[fe80::1]/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://0.0.0.0/",
+        "http://224.0.0.1/",
+    ],
+)
+def test_blocked_urls(url: str) -> None:
+    with pytest.raises(BlockedUrl):
+        check_url(url, ())
+    with pytest.raises(BlockedUrl):
+        asyncio.run(resolve(url, ()))
+
+
+def test_public_and_allow_listed_urls() -> None:
+    check_url("https://hooks.example.com/x", ())
+    check_url("http://8.8.8.8/x", ())
+    check_url("http://127.0.0.1:9000/x", ("127.0.0.1",))
+    check_url("http://10.2.3.4/x", ("10.0.0.0/8",))
+    check_url("http://localhost/x", ("localhost",))
+    target = asyncio.run(resolve("http://10.2.3.4:81/a?b=c", ("10.0.0.0/8",)))
+    assert (target.url, target.host, target.host_header) == (
+        "http://10.2.3.4:81/a?b=c",
+        "10.2.3.4",
+        "10.2.3.4:81",
+    )
+    public = asyncio.run(resolve("https://[2001:4860:4860::8888]/x", ()))
+    assert public.url == "https://[2001:4860:4860::8888]/x"
+
+
+def test_a_host_name_is_checked_by_what_it_resolves_to() -> None:
+    with pytest.raises(BlockedUrl, match="resolves to"):
+        asyncio.run(resolve("http://localhost:9/x", ()))  # the lookup says loopback
+
+
+def test_rate_limiter_refills_evenly() -> None:
+    now = [0.0]
+    limiter = RateLimiter(clock=lambda: now[0])
+    assert [limiter.take("k", 3)[0] for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait, left = limiter.take("k", 3)
+    assert wait == pytest.approx(20.0) and left == 0  # one request every 20 s at 3/min
+    assert limiter.take("other", 3)[0] == 0.0  # buckets are per key
+    now[0] = 20.0
+    assert limiter.take("k", 3)[0] == 0.0
+    assert limiter.take("k", 3)[0] > 0
+
+
+def test_admission_limits_each_class_and_estimates_retry_after() -> None:
+    admission = Admission(Settings(max_queued_jobs=2, max_queued_audio_s=100.0))
+    admission.throughput = lambda: 5.0
+    admission.admit(Priority.ASYNC, 30.0)
+    admission.added(Priority.ASYNC, 30.0)
+    admission.added(Priority.ASYNC, 30.0)
+    with pytest.raises(ApiError) as full:
+        admission.admit(Priority.ASYNC, 10.0)
+    assert full.value.status == 429 and full.value.code == "queue_full"
+    assert full.value.headers == {"Retry-After": "6"}  # one 30 s job too many at 5 audio s/s
+    admission.admit(Priority.INTERACTIVE, 10.0)  # classes have their own limits
+    with pytest.raises(ApiError):
+        admission.admit(Priority.INTERACTIVE, 101.0)  # over the audio limit alone
+    admission.finished(Job(id="j", priority=Priority.ASYNC, audio_duration=30.0))
+    admission.admit(Priority.ASYNC, 10.0)
+    admission.reset([Job(id="a", priority=Priority.BATCH, audio_duration=5.0)])
+    assert admission.view()["batch"] == {"jobs": 1, "audio_s": 5.0}
+    assert admission.view()["async"] == {"jobs": 0, "audio_s": 0.0}
