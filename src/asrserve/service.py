@@ -102,6 +102,7 @@ class Service:
                 "priority": priority.name.lower(),
                 "audio_s": duration,
                 "bytes": upload.size,
+                "owner": job.owner,
             },
         )
         return job
