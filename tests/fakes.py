@@ -24,8 +24,8 @@ class FakeEngine(Engine):
         self.gate.set()
         self.fail_on = fail_on
 
-    def features(self, audio: np.ndarray) -> np.ndarray:
-        return np.zeros((80, 3000), dtype=np.float32)
+    def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:
+        return np.zeros((80, frames), dtype=np.float32)
 
     def transcribe_batch(
         self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
@@ -33,7 +33,7 @@ class FakeEngine(Engine):
         self.entered.set()
         self.gate.wait(10)
         self.batches.append([c.duration for c in chunks])
-        if self.fail_on is not None and any(c.duration == self.fail_on for c in chunks):
+        if self.fail_on is not None and any(abs(c.duration - self.fail_on) < 0.01 for c in chunks):
             raise RuntimeError("poison chunk")
         return [[segment(c)] for c in chunks]
 
