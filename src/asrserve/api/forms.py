@@ -121,9 +121,15 @@ def _granularities(upload: _Form) -> set[str]:
 def _language(value: str | None, model: ModelInfo) -> str | None:
     if not value:
         return None
+    from faster_whisper.tokenizer import _LANGUAGE_CODES  # Whisper's languages (pinned)
+
     code = value.strip().lower()
-    if not code.isalpha() or not 2 <= len(code) <= 3:
-        raise ApiError(400, "language must be an ISO-639-1 code such as 'en'", param="language")
+    if code not in _LANGUAGE_CODES:
+        raise ApiError(
+            400,
+            f"unknown language {value[:20]!r}: use an ISO-639-1 code such as 'en'",
+            param="language",
+        )
     if not model.multilingual and code != "en":
         raise ApiError(
             400,

@@ -2,37 +2,95 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
 
-from asrserve.audio.errors import AudioError, describe, too_long, undecodable
+from asrserve.audio.errors import AudioError, describe, empty_audio, too_long, undecodable
 from asrserve.engine.base import SAMPLING_RATE
+
+# What FFmpeg and PyAV raise on bad input (PyAV's errors subclass these too).
+DECODE_ERRORS = (av.error.FFmpegError, UnicodeDecodeError, ValueError)
+# Input seconds past the limit before the (exact) check on the 16 kHz output must have failed.
+INPUT_SLACK_S = 0.01
+# The highest sample rate of real audio hardware. FFmpeg's resampler builds a filter that
+# grows with the input rate: a header claiming 2 GHz costs over 600 MB and seconds of CPU.
+MAX_SAMPLE_RATE = 768_000
+# Packets the intake probe decodes at most looking for the first samples.
+PROBE_PACKETS = 64
+FLOAT_FORMATS = frozenset({"flt", "fltp", "dbl", "dblp"})
+# Codecs that store float samples as they are, NaN and infinities included (lossy decoders
+# output floats too, but their own: not checked, which would slow them down by a third).
+VERBATIM_FLOAT_CODECS = ("pcm_f", "wavpack")
 
 
 def probe(path: Path, max_seconds: float) -> float | None:
-    """Cheap header check: is there an audio stream, and is it within the duration limit?
+    """Cheap intake check: an audio stream with a decoder, within the duration limit, that
+    decodes at the start.
 
-    Returns the duration when the container states one (None when it does not).
+    Returns the duration when the container states one (None when it does not); one over
+    the limit is refused from the header alone. Then the stream is decoded up to its first
+    samples (at most :data:`PROBE_PACKETS` packets): bytes that only look like audio to
+    FFmpeg's format sniffing (a text file passes for raw AMR) fail there, and a stream that
+    ends before any sample is empty audio.
     """
     try:
         with av.open(str(path), mode="r", metadata_errors="ignore") as container:
-            if not container.streams.audio:
-                raise AudioError(415, "unsupported_audio", "the file has no audio stream")
-            stream = container.streams.audio[0]
-            duration: float | None = None
-            if stream.duration is not None and stream.time_base is not None:
-                duration = float(stream.duration * stream.time_base)
-            elif container.duration is not None:
-                duration = container.duration / 1_000_000
+            stream = _audio_stream(container)
+            if stream.codec_context.sample_rate:  # 0: not stated; decode checks each frame
+                _check_rate(stream.codec_context.sample_rate)
+            duration = _stated_duration(container, stream)
+            if duration is not None and duration > max_seconds:
+                raise too_long(duration, max_seconds)
+            if _first_samples(container, stream) is False:
+                raise empty_audio()
     except AudioError:
         raise
-    except (av.error.FFmpegError, UnicodeDecodeError, ValueError) as exc:
+    except DECODE_ERRORS as exc:
         raise undecodable(describe(exc)) from exc
-    if duration is not None and duration > max_seconds:
-        raise too_long(duration, max_seconds)
     return duration
+
+
+def _audio_stream(container: Any) -> Any:
+    """The first audio stream, which decode reads; it must have a decoder."""
+    if not container.streams.audio:
+        raise AudioError(415, "unsupported_audio", "the file has no audio stream")
+    stream = container.streams.audio[0]
+    if stream.codec_context is None:
+        raise AudioError(415, "unsupported_audio", "the audio codec is not supported")
+    return stream
+
+
+def _check_rate(rate: int) -> None:
+    if not 0 < rate <= MAX_SAMPLE_RATE:
+        raise AudioError(415, "unsupported_audio", f"unsupported sample rate: {rate} Hz")
+
+
+def _stated_duration(container: Any, stream: Any) -> float | None:
+    """The audio stream's duration, else the container's; None unless positive and finite."""
+    seconds: float | None = None
+    if stream.duration is not None and stream.time_base is not None:
+        seconds = float(stream.duration * stream.time_base)
+    elif container.duration is not None:
+        seconds = container.duration / 1_000_000
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return seconds
+
+
+def _first_samples(container: Any, stream: Any) -> bool | None:
+    """Decode from the start: True at the first samples, False if the stream ends without
+    any, None if :data:`PROBE_PACKETS` packets did not tell."""
+    for count, packet in enumerate(container.demux(stream)):
+        if any(frame.samples for frame in packet.decode()):
+            return True
+        if count >= PROBE_PACKETS:
+            return None
+    return False
 
 
 def decode(path: Path, max_seconds: float, *, channel: int | None = None) -> np.ndarray:
@@ -41,30 +99,65 @@ def decode(path: Path, max_seconds: float, *, channel: int | None = None) -> np.
     ``channel`` picks one channel of a multi-channel file instead of the mono mix.
     """
     layout = "mono" if channel is None else "stereo"
-    resampler = av.AudioResampler(format="s16", layout=layout, rate=SAMPLING_RATE)
-    limit = int(max_seconds * SAMPLING_RATE) * (1 if channel is None else 2)
-    parts: list[np.ndarray] = []
-    total = 0
     try:
         with av.open(str(path), mode="r", metadata_errors="ignore") as container:
-            if not container.streams.audio:
-                raise AudioError(415, "unsupported_audio", "the file has no audio stream")
-            for frame in container.decode(audio=0):
-                for out in resampler.resample(frame):
-                    array = out.to_ndarray().reshape(-1)
-                    parts.append(array)
-                    total += array.size
-                if total > limit:
-                    raise too_long(None, max_seconds)
-            for out in resampler.resample(None):
-                parts.append(out.to_ndarray().reshape(-1))
+            stream = _audio_stream(container)
+            samples = _read(container, stream, layout, max_seconds)
     except AudioError:
         raise
-    except (av.error.FFmpegError, UnicodeDecodeError, ValueError) as exc:
+    except DECODE_ERRORS as exc:
         raise undecodable(describe(exc)) from exc
-    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
     if channel is not None:
         samples = samples[channel::2]
     if samples.size == 0:
-        raise AudioError(415, "unsupported_audio", "the file contains no audio samples")
+        raise empty_audio()
     return samples.astype(np.float32) / 32768.0
+
+
+def _read(container: Any, stream: Any, layout: str, max_seconds: float) -> np.ndarray:
+    """The first audio stream as interleaved s16 at 16 kHz, at most ``max_seconds`` of it.
+
+    The input's length is checked before each frame is resampled (a frame at a very low
+    sample rate would otherwise blow up to far past the limit in one go), the output's
+    after. Float samples stored verbatim are made finite first (:func:`_finite`).
+    """
+    verbatim_floats = stream.codec_context.name.startswith(VERBATIM_FLOAT_CODECS)
+    resampler = av.AudioResampler(format="s16", layout=layout, rate=SAMPLING_RATE)
+    limit = int(max_seconds * SAMPLING_RATE) * (1 if layout == "mono" else 2)
+    parts: list[np.ndarray] = []
+    total = 0
+    seconds = 0.0
+    for frame in itertools.chain(container.decode(stream), [None]):
+        if frame is not None:
+            _check_rate(frame.sample_rate)
+            seconds += frame.samples / frame.sample_rate
+            if seconds > max_seconds + INPUT_SLACK_S:
+                raise too_long(None, max_seconds)
+            if verbatim_floats:
+                frame = _finite(frame)
+        for out in resampler.resample(frame):
+            parts.append(out.to_ndarray().reshape(-1))
+            total += parts[-1].size
+        if total > limit:
+            raise too_long(None, max_seconds)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+
+
+def _finite(frame: Any) -> Any:
+    """A float frame with NaN or infinite samples made safe: NaN is silence, ±Inf full
+    scale (converted as they are, NaN would become full-scale clicks). Others as they are."""
+    if frame.format.name not in FLOAT_FORMATS:
+        return frame
+    samples = frame.to_ndarray()
+    if np.isfinite(samples).all():
+        return frame
+    clean = np.clip(np.nan_to_num(samples, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0)
+    fixed = av.AudioFrame.from_ndarray(
+        np.ascontiguousarray(clean, dtype=samples.dtype),
+        format=frame.format.name,
+        layout=frame.layout.name,
+    )
+    fixed.sample_rate = frame.sample_rate
+    fixed.pts = frame.pts
+    fixed.time_base = frame.time_base
+    return fixed

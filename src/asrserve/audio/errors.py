@@ -23,3 +23,7 @@ def too_long(seconds: float | None, limit: float) -> AudioError:
 def describe(exc: Exception) -> str:
     """An FFmpeg error without the server-side file path it mentions."""
     return getattr(exc, "strerror", None) or type(exc).__name__
+
+
+def empty_audio() -> AudioError:
+    return AudioError(400, "empty_audio", "the file contains no audio samples")
