@@ -416,6 +416,8 @@ CASES = [
     Case("temperature-above", wav_with(temperature="1.5"), bad(400, param="temperature")),
     Case("temperature-below", wav_with(temperature="-0.1"), bad(400, param="temperature")),
     Case("temperature-nan", wav_with(temperature="nan"), bad(400, param="temperature")),
+    Case("beam-fraction", wav_with(beam_size="1.5"), bad(400, param="beam_size")),
+    Case("beam-above", wav_with(beam_size="21"), bad(400, param="beam_size")),
     Case("language-xx", wav_with(language="xx"), bad(400, param="language")),
     Case("language-klingon", wav_with(language="klingon"), bad(400, param="language")),
     Case(

@@ -60,9 +60,7 @@ def parse_request(fields: Fields, model: ModelInfo, *, callback: bool = False) -
         prompt=upload.get("prompt") or None,
         temperature=_number(upload.get("temperature"), "temperature", 0.0, 1.0, 0.0),
         word_timestamps=words,
-        beam_size=int(
-            _number(upload.get("beam_size"), "beam_size", 1, 20, model.default_beam_size)
-        ),
+        beam_size=_integer(upload.get("beam_size"), "beam_size", 1, 20, model.default_beam_size),
     )
     deadline = upload.get("deadline_s")
     deadline_s = None if not deadline else _number(deadline, "deadline_s", 0.001, 7 * 86400, 0)
@@ -150,3 +148,10 @@ def _number(value: str | None, name: str, low: float, high: float, default: floa
     if not low <= number <= high:
         raise ApiError(400, f"{name} must be between {low:g} and {high:g}", param=name)
     return number
+
+
+def _integer(value: str | None, name: str, low: int, high: int, default: int) -> int:
+    number = _number(value, name, low, high, default)
+    if not number.is_integer():
+        raise ApiError(400, f"{name} must be a whole number", param=name)
+    return int(number)
