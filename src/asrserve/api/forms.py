@@ -152,6 +152,6 @@ def _number(value: str | None, name: str, low: float, high: float, default: floa
 
 def _integer(value: str | None, name: str, low: int, high: int, default: int) -> int:
     number = _number(value, name, low, high, default)
-    if not number.is_integer():
+    if not float(number).is_integer():
         raise ApiError(400, f"{name} must be a whole number", param=name)
     return int(number)
