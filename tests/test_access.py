@@ -102,7 +102,9 @@ def test_tenants_see_only_their_own_work(
     assert httpx.get(f"{url}/healthz").status_code == 200
 
     job = post_job(server, short, alice).json()
-    done = httpx.get(f"{url}/v1/jobs/{job['id']}", params={"wait": 60}, headers=auth(alice))
+    done = httpx.get(
+        f"{url}/v1/jobs/{job['id']}", params={"wait": 60}, headers=auth(alice), timeout=70
+    )
     assert done.json()["status"] == "succeeded"
     for method, path in [
         ("GET", f"/v1/jobs/{job['id']}"),
@@ -210,7 +212,9 @@ def test_rate_limit_quota_and_queue_limits(
     stored = {path.name for path in (data / "audio").iterdir()}
     assert len(stored) == 1 + len(accepted)  # rejected uploads (quota, queue) leave no file
     for job_id in accepted:
-        job = httpx.get(f"{server.url}/v1/jobs/{job_id}", params={"wait": 120}, headers=auth(busy))
+        job = httpx.get(
+            f"{server.url}/v1/jobs/{job_id}", params={"wait": 60}, headers=auth(busy), timeout=70
+        )
         assert job.json()["status"] == "succeeded"
     assert post_job(server, long_clips[-1], busy).status_code == 202  # room again
 
