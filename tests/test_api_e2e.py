@@ -480,6 +480,33 @@ def test_cancel_queued_job(http: httpx.Client, corpus: list[Clip], long_clip: Cl
     assert last in {j["id"] for j in listed["data"]}
 
 
+def test_sync_deadline_is_504_and_the_chunk_never_runs(
+    http: httpx.Client, long_clip: Clip, short_clip: Clip
+) -> None:
+    """A sync request whose deadline passes while the device is busy gets 504; its chunk
+    is dropped before it runs (the scheduler's dropped count moves, its batches do not)."""
+    start = http.get("/v1/scheduler").json()
+    busy = submit_job(http, long_clip.path)["id"]
+    before = start
+    while before["batches"] == start["batches"] and before["pending_chunks"] == 0:
+        time.sleep(0.02)  # until the long job's chunks hold the device
+        before = http.get("/v1/scheduler").json()
+    with short_clip.path.open("rb") as audio:
+        late = http.post(
+            "/v1/audio/transcriptions",
+            files={"file": (short_clip.path.name, audio)},
+            data={"deadline_s": "0.3"},
+            timeout=60,
+        )
+    assert assert_openai_error(late, 504)["code"] in ("timeout", "deadline_exceeded")
+    assert wait_job(http, busy, wait=60)["status"] == "succeeded"
+    after = http.get("/v1/scheduler").json()  # the device is free: the late chunk was dropped
+    assert after["dropped"] == before["dropped"] + 1
+    with short_clip.path.open("rb") as audio:  # the service keeps serving
+        fine = http.post("/v1/audio/transcriptions", files={"file": audio}, timeout=60)
+    assert fine.status_code == 200 and fine.json()["text"]
+
+
 @pytest.mark.parametrize(
     ("method", "path"),
     [
