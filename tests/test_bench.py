@@ -107,3 +107,29 @@ def test_bench_batch_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     assert loaded["valid"] == (loaded["batch_status_at_end"] == "in_progress")
     assert loaded["batch_audio_s_during_loop"] > -0.01  # rounding
     assert batch["p95_under_batch_over_idle"] > 0
+
+
+def test_bench_soak_short(corpus: list[Clip], tmp_path: Path) -> None:
+    """``--soak 20``: capacity, then 20 s of open-loop load at 0.8 × it; no errors, a
+    window-by-window report and the server's memory over the run."""
+    common, report = bench_command(corpus, tmp_path)
+    done = subprocess.run(
+        [*common, "--soak", "20", "--soak-load", "0.8"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "soak PASSED" in done.stdout and "| from s | req | err |" in done.stdout
+    soak = json.loads(report.read_text())["soak"]
+    assert soak["capacity"]["audio_s_per_s"] > 0
+    assert soak["requests"] > 10 and soak["errors"] == 0 and soak["error_samples"] == []
+    assert [row["start_s"] for row in soak["windows"]] == [0, 10]
+    for row in soak["windows"]:
+        assert row["errors"] == 0 and 0 < row["p50_s"] <= row["p95_s"] <= row["p99_s"]
+        assert row["rss_max_mib"] > 100
+    rss = soak["rss"]
+    assert rss["ok"] and rss["growth_mib"] <= rss["bound_mib"] and rss["max_mib"] >= rss["last_mib"]
+    assert rss["baseline_from_s"] == 0 and isinstance(rss["trend_mib_per_h"], float)
+    assert len(soak["rss_samples"]) >= 10  # every 2 s over 20 s

@@ -26,6 +26,7 @@ from asrserve.api.deps import ApiContext
 from asrserve.api.errors import install_error_handlers
 from asrserve.api.forms import ModelInfo
 from asrserve.api.schemas import job_view
+from asrserve.api.uploads import UploadGate, UploadLimits
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.batches.models import Batch
 from asrserve.batches.runner import BatchRunner
@@ -115,6 +116,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = load_engines)
         service=Service(settings, store, queue, events, keys, admission, recorder),
         files=SqliteFileStore(db),
         batches=SqliteBatchStore(db),
+        uploads=UploadGate(UploadLimits.from_settings(settings)),
     )
 
     @contextlib.asynccontextmanager

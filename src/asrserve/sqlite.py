@@ -35,10 +35,13 @@ class Database:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 result = fn(self._conn)
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                # SQLite may have rolled back already (disk full, I/O error); a COMMIT that
+                # failed otherwise leaves the transaction open, blocking every later one.
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
             return result
 
     def migrate(self, schema: str) -> None:

@@ -34,7 +34,7 @@ async def receive_transcription(
     """Stream the upload to disk and validate the form; nothing is kept if either fails."""
     assert ctx.model is not None
     job_id, dest = ctx.service.new_upload_path()
-    upload = await receive_upload(request, dest, max_bytes)
+    upload = await receive_upload(request, dest, max_bytes, ctx.uploads)
     try:
         return job_id, upload, parse_request(upload.fields, ctx.model, callback=callback)
     except ApiError:

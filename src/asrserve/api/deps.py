@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Request
 
 from asrserve.api.forms import ModelInfo
+from asrserve.api.uploads import UploadGate
 from asrserve.batches.store import BatchStore
 from asrserve.files.store import FileStore
 from asrserve.metrics import Metrics
@@ -21,6 +22,7 @@ class ApiContext:
     files: FileStore
     batches: BatchStore
     metrics: Metrics = field(default_factory=Metrics)
+    uploads: UploadGate = field(default_factory=UploadGate)  # uploads being received
     model: ModelInfo | None = None  # set once the model is loaded
     scheduler_view: Callable[[], dict[str, Any]] = field(default=lambda: {})
     kick_batches: Callable[[], None] = field(default=lambda: None)  # the batch runner's

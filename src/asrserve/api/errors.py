@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -9,10 +11,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+log = logging.getLogger(__name__)
+
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    408: "timeout_error",
     409: "conflict_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
@@ -51,6 +56,25 @@ def error_body(
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+def database_error(exc: sqlite3.OperationalError) -> ApiError:
+    """What a client is told when the database cannot do its part: ``507`` when the disk is
+    full, ``503`` otherwise (read-only, I/O error, locked); both worth a retry later."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if (code is not None and code & 0xFF == sqlite3.SQLITE_FULL) or "disk is full" in str(exc):
+        return ApiError(
+            507,
+            "the server's storage is full, so the request could not be recorded; retry later",
+            code="insufficient_storage",
+            headers={"Retry-After": "60"},
+        )
+    return ApiError(
+        503,
+        "the server's database is unavailable right now; retry later",
+        code="storage_unavailable",
+        headers={"Retry-After": "10"},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -71,6 +95,12 @@ def install_error_handlers(app: FastAPI) -> None:
         message = f"{param}: {first.get('msg', 'invalid value')}" if param else "invalid request"
         return JSONResponse(error_body(422, message, param=param), status_code=422)
 
+    async def sqlite_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, sqlite3.OperationalError)
+        log.error("database error on %s %s: %s", request.method, request.url.path, exc)
+        return await api_error(request, database_error(exc))
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(sqlite3.OperationalError, sqlite_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -28,7 +28,7 @@ async def upload_file(request: Request, ctx: Ctx, principal: Caller) -> dict[str
     settings = ctx.service.settings
     file_id = new_file_id()
     limit = max(settings.max_job_upload_bytes, settings.max_batch_file_bytes)
-    upload = await receive_upload(request, settings.files_dir / file_id, limit)
+    upload = await receive_upload(request, settings.files_dir / file_id, limit, ctx.uploads)
     try:
         purpose = _purpose(upload.get("purpose"))
         if upload.path is None:

@@ -1,10 +1,29 @@
 """Streaming multipart intake: the audio part goes straight to disk, limits enforced as bytes
-arrive (never the whole body in memory, never past the limit)."""
+arrive (never the whole body in memory, never past the limit).
+
+Also the intake's protections, all answered before or while the body is read:
+
+* at most ``max_concurrent_uploads`` bodies are received at once; the next gets ``503``
+  ``too_many_uploads`` with ``Retry-After`` before a byte of it is read;
+* a body that stalls for ``upload_idle_timeout_s``, or takes longer than
+  ``upload_timeout_s`` in all, gets ``408`` ``upload_timeout`` and its connection closed;
+* storage: uploads stop short of :data:`DISK_RESERVE_BYTES` of free space (the database
+  keeps room to record results of the jobs already accepted); a full disk (``ENOSPC``,
+  ``EDQUOT``) is ``507`` ``insufficient_storage``, any other error of the data dir (read-only,
+  permissions) ``503`` ``storage_unavailable``.
+
+Whatever the outcome, a refused upload leaves no file behind.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import logging
+import os
+import time
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -13,10 +32,74 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
 from asrserve.api.errors import ApiError
+from asrserve.settings import Settings
 
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FIELDS = 64
 MULTIPART_OVERHEAD = 64 * 1024
+DISK_RESERVE_BYTES = 64 * MIB
+"""Free space uploads leave on the data dir's file system for the database: the results and
+acks of jobs already accepted, the WAL between checkpoints, the traffic recordings."""
+BUSY_RETRY_AFTER_S = 2
+FULL_RETRY_AFTER_S = 60
+UNAVAILABLE_RETRY_AFTER_S = 10
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+CALLBACKS = (
+    "on_part_begin",
+    "on_part_data",
+    "on_part_end",
+    "on_header_field",
+    "on_header_value",
+    "on_header_end",
+    "on_headers_finished",
+)
+
+
+@dataclass(frozen=True)
+class UploadLimits:
+    """The intake's limits (the settings' ``max_concurrent_uploads``,
+    ``upload_idle_timeout_s`` and ``upload_timeout_s``; the disk reserve is fixed)."""
+
+    max_concurrent: int = 64
+    idle_timeout_s: float = 30.0
+    total_timeout_s: float = 900.0
+    min_free_bytes: int = DISK_RESERVE_BYTES
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> UploadLimits:
+        return cls(
+            max_concurrent=settings.max_concurrent_uploads,
+            idle_timeout_s=settings.upload_idle_timeout_s,
+            total_timeout_s=settings.upload_timeout_s,
+        )
+
+
+class UploadGate:
+    """The process's uploads in progress: admits at most ``limits.max_concurrent`` at once.
+
+    Entered and left on the event loop only, so a plain counter needs no lock."""
+
+    def __init__(self, limits: UploadLimits | None = None) -> None:
+        self.limits = limits or UploadLimits()
+        self.active = 0
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        if self.active >= self.limits.max_concurrent:
+            raise ApiError(
+                503,
+                f"the server is receiving {self.active} uploads, its limit; retry shortly",
+                code="too_many_uploads",
+                headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
+            )
+        self.active += 1
+        try:
+            yield
+        finally:
+            self.active -= 1
 
 
 @dataclass
@@ -46,13 +129,16 @@ class _Part:
 class _Receiver:
     """python-multipart callbacks; file bytes are queued and written between chunks."""
 
-    def __init__(self, upload: Upload, dest: Path, max_bytes: int, file_field: str) -> None:
+    def __init__(
+        self, upload: Upload, dest: Path, max_bytes: int, file_field: str, reserve: int
+    ) -> None:
         self.upload, self.dest, self.max_bytes, self.file_field = (
             upload,
             dest,
             max_bytes,
             file_field,
         )
+        self.reserve = reserve
         self.part = _Part()
         self.header_name = b""
         self.header_value = b""
@@ -80,9 +166,13 @@ class _Receiver:
         if self.part.filename is not None and self.part.name == self.file_field:
             if self.file is not None:
                 raise ApiError(400, "only one file may be uploaded", param=self.file_field)
-            self.upload.filename = Path(self.part.filename).name
-            self.upload.path = self.dest
+            # Shown back only (the audio is stored under the job id): the last path component
+            # (/ or \), without control or format characters, at most 255 of them.
+            name = self.part.filename.replace("\\", "/").rsplit("/", 1)[-1]
+            name = "".join(ch for ch in name if ch.isprintable())[:255]
+            self.upload.filename = "" if name in (".", "..") else name
             self.file = self.dest.open("wb")
+            self.upload.path = self.dest
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         chunk = data[start:end]
@@ -106,9 +196,20 @@ class _Receiver:
             values.append(self.part.data.decode("utf-8", "replace"))
 
     def flush(self) -> None:
+        """Write the queued bytes (in a worker thread), keeping the disk reserve free."""
         if self.file is not None and self.pending:
-            self.file.write(b"".join(self.pending))
+            data = b"".join(self.pending)
+            check_room(self.dest.parent, len(data), self.reserve)
+            self.file.write(data)
         self.pending.clear()
+
+    def finish(self) -> None:
+        """The last bytes, then flushed to the device: a 202 must survive a power cut."""
+        self.flush()
+        if self.file is not None:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
 
 
 def too_large(limit: int) -> ApiError:
@@ -117,62 +218,155 @@ def too_large(limit: int) -> ApiError:
     )
 
 
-async def receive_upload(
-    request: Request, dest: Path, max_bytes: int, *, file_field: str = "file"
-) -> Upload:
-    """Parse a multipart/form-data body; the file part is streamed to ``dest``."""
+def storage_full() -> ApiError:
+    return ApiError(
+        507,
+        "the server's storage is full, so the upload could not be stored; retry later",
+        code="insufficient_storage",
+        headers={"Retry-After": str(FULL_RETRY_AFTER_S)},
+    )
+
+
+def storage_error(exc: OSError) -> ApiError:
+    """``507`` for a full disk or quota, ``503`` for any other failure of the data dir."""
+    if exc.errno in FULL_ERRNOS:
+        return storage_full()
+    reason = exc.strerror or type(exc).__name__
+    return ApiError(
+        503,
+        f"the server cannot store uploads right now ({reason}); retry later",
+        code="storage_unavailable",
+        headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)},
+    )
+
+
+def free_bytes(folder: Path) -> int:
+    stat = os.statvfs(folder)
+    return stat.f_bavail * stat.f_frsize
+
+
+def check_room(folder: Path, incoming: int, reserve: int) -> None:
+    """``507`` unless ``incoming`` more bytes still leave ``reserve`` bytes free."""
+    if not reserve:
+        return
+    free = free_bytes(folder)
+    if free - incoming < reserve:
+        log.warning(
+            "upload refused: %d MiB free on the data dir, %d MiB kept in reserve",
+            free // MIB,
+            reserve // MIB,
+        )
+        raise storage_full()
+
+
+def timeout_error(message: str) -> ApiError:
+    # The client is stuck mid-body: close the connection rather than wait for the rest.
+    return ApiError(408, message, code="upload_timeout", headers={"Connection": "close"})
+
+
+async def _chunks(request: Request, limits: UploadLimits) -> AsyncGenerator[bytes, None]:
+    """The body's chunks; ``408`` when one is ``idle_timeout_s`` late or the whole body
+    takes longer than ``total_timeout_s``."""
+    deadline = time.monotonic() + limits.total_timeout_s
+    async with contextlib.aclosing(request.stream()) as stream:
+        while True:
+            wait = min(limits.idle_timeout_s, max(deadline - time.monotonic(), 0.0))
+            try:
+                async with asyncio.timeout(wait):
+                    chunk = await anext(stream)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise timeout_error(_late(limits, idle=wait >= limits.idle_timeout_s)) from None
+            yield chunk
+
+
+def _late(limits: UploadLimits, *, idle: bool) -> str:
+    if idle:
+        return f"the upload sent nothing for {limits.idle_timeout_s:g} s"
+    return f"the upload took longer than {limits.total_timeout_s:g} s"
+
+
+def _declared_length(request: Request) -> int | None:
+    declared = request.headers.get("content-length")
+    return int(declared) if declared is not None and declared.isdigit() else None
+
+
+def _check_request(request: Request, max_bytes: int) -> bytes:
+    """The multipart boundary, after the checks that need no body: type and declared size."""
     content_type, params = parse_options_header(request.headers.get("content-type", ""))
     if content_type != b"multipart/form-data" or b"boundary" not in params:
         raise ApiError(400, "the request body must be multipart/form-data")
-    declared = request.headers.get("content-length")
-    if (
-        declared is not None
-        and declared.isdigit()
-        and int(declared) > max_bytes + MULTIPART_OVERHEAD
-    ):
+    declared = _declared_length(request)
+    if declared is not None and declared > max_bytes + MULTIPART_OVERHEAD:
         raise too_large(max_bytes)
-    upload = Upload()
-    receiver = _Receiver(upload, dest, max_bytes, file_field)
-    parser = MultipartParser(
-        params[b"boundary"],
-        callbacks={  # type: ignore[arg-type]
-            name: getattr(receiver, name)
-            for name in (
-                "on_part_begin",
-                "on_part_data",
-                "on_part_end",
-                "on_header_field",
-                "on_header_value",
-                "on_header_end",
-                "on_headers_finished",
-            )
-        },
-    )
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    return params[b"boundary"]
+
+
+async def _prepare_dir(dest: Path, declared: int | None, reserve: int) -> None:
+    def prepare() -> None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        check_room(dest.parent, declared or 0, reserve)
+
     try:
-        async for chunk in request.stream():
-            parser.write(chunk)
-            if receiver.pending:
-                await asyncio.to_thread(receiver.flush)
-        parser.finalize()
-        await asyncio.to_thread(receiver.flush)
-    except ApiError:
-        _discard(receiver, upload)
-        raise
-    except ClientDisconnect:
-        _discard(receiver, upload)
-        raise
-    except Exception as exc:  # malformed multipart
-        _discard(receiver, upload)
-        raise ApiError(400, f"malformed multipart body: {type(exc).__name__}") from exc
-    finally:
-        if receiver.file is not None:
-            receiver.file.close()
+        await asyncio.to_thread(prepare)
+    except OSError as exc:
+        raise _logged(storage_error(exc), exc) from exc
+
+
+def _logged(error: ApiError, exc: OSError) -> ApiError:
+    log.warning("upload refused: %s (%s)", error.message, exc)
+    return error
+
+
+async def receive_upload(
+    request: Request,
+    dest: Path,
+    max_bytes: int,
+    gate: UploadGate,
+    *,
+    file_field: str = "file",
+) -> Upload:
+    """Parse a multipart/form-data body; the file part is streamed to ``dest``."""
+    boundary = _check_request(request, max_bytes)
+    with gate.slot():
+        limits = gate.limits
+        await _prepare_dir(dest, _declared_length(request), limits.min_free_bytes)
+        upload = Upload()
+        receiver = _Receiver(upload, dest, max_bytes, file_field, limits.min_free_bytes)
+        callbacks = {name: getattr(receiver, name) for name in CALLBACKS}
+        parser = MultipartParser(boundary, callbacks=callbacks)  # type: ignore[arg-type]
+        try:
+            await _receive(request, limits, parser, receiver)
+        except BaseException:
+            _discard(receiver, upload)
+            raise
     return upload
+
+
+async def _receive(
+    request: Request, limits: UploadLimits, parser: MultipartParser, receiver: _Receiver
+) -> None:
+    """Feed the body to the parser, writing file bytes as they come; errors as ApiError."""
+    try:
+        async with contextlib.aclosing(_chunks(request, limits)) as chunks:
+            async for chunk in chunks:
+                parser.write(chunk)
+                if receiver.pending:
+                    await asyncio.to_thread(receiver.flush)
+        parser.finalize()
+        await asyncio.to_thread(receiver.finish)
+    except (ApiError, ClientDisconnect):
+        raise
+    except OSError as exc:  # the data dir: full, read-only, gone
+        raise _logged(storage_error(exc), exc) from exc
+    except Exception as exc:  # malformed multipart
+        raise ApiError(400, f"malformed multipart body: {type(exc).__name__}") from exc
 
 
 def _discard(receiver: _Receiver, upload: Upload) -> None:
     if receiver.file is not None:
         with contextlib.suppress(OSError):
             receiver.file.close()
-    upload.remove()
+    with contextlib.suppress(OSError):  # unlink fails too on a read-only file system
+        upload.remove()

@@ -18,6 +18,7 @@ from asrserve.bench.runner import (
     report,
     write_json,
 )
+from asrserve.bench.soak import SoakConfig, run_soak
 from asrserve.settings import Settings
 
 ENV_FLAGS = {
@@ -64,6 +65,16 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         metavar="M",
         help="--batch: synchronous requests per interactive loop (1 client)",
     )
+    bench.add_argument(
+        "--soak",
+        type=_above_zero,
+        metavar="SECONDS",
+        help="soak test instead: capacity, then an open loop at --soak-load × it for SECONDS, "
+        "watching errors, latency per minute and the server's memory (exit 1 on a failure)",
+    )
+    bench.add_argument(
+        "--soak-load", type=_above_zero, default=0.8, help="--soak: share of capacity (0.8)"
+    )
     bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.add_argument("--beam-size", type=int)
@@ -83,6 +94,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _above_zero(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     files = load_audio(args.audio, args.refs, args.max_clip_seconds)
     windows: list[str | None] = args.encoder_windows.split(",") if args.encoder_windows else [None]
@@ -91,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         for attr, name in ENV_FLAGS.items()
         if getattr(args, attr) is not None
     }
+    if args.soak is not None:
+        return _soak(args, files, env)
     config = BenchConfig(
         policies=args.policies.split(","),
         patterns=_patterns(args, len(files)),
@@ -128,6 +148,15 @@ def run(args: argparse.Namespace) -> int:
         extra = None if batch is None else {"batch": batch}
         write_json(args.json, rows, offline, meta, extra)
     return 0
+
+
+def _soak(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    if args.url is not None:
+        raise SystemExit("asrserve bench: --soak starts and watches a server of its own")
+    config = SoakConfig(seconds=args.soak, load=args.soak_load, server_env=env)
+    audio = sum(f.duration for f in files)
+    meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
+    return run_soak(files, config, args.json, {**meta, "settings": env})
 
 
 def _patterns(args: argparse.Namespace, files: int) -> list[Pattern]:

@@ -1,0 +1,678 @@
+"""Faults around intake and shutdown, against real servers: a full disk, a read-only data dir,
+SIGTERM mid-work, a client that stops sending, more uploads than the server takes at once.
+
+The disk is filled for real: the data dir is a small tmpfs (we run as root in a container;
+without CAP_SYS_ADMIN these tests skip, saying so). A read-only data dir is a read-only bind
+mount over it. The intake's error paths are also driven in-process (no model) with the
+kernel's own ENOSPC and EROFS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.testclient import TestClient
+
+from asrserve.api.errors import install_error_handlers
+from asrserve.api.uploads import (
+    DISK_RESERVE_BYTES,
+    UploadGate,
+    UploadLimits,
+    free_bytes,
+    receive_upload,
+)
+from asrserve.corpus import Clip
+from asrserve.wer import wer_one
+from tests.conftest import Server
+
+MIB = 1024 * 1024
+SYNC = "/v1/audio/transcriptions"
+JOBS = "/v1/jobs"
+FILES = "/v1/files"
+BOUNDARY = "asrserve-fault-boundary-5d1e"
+SHORT_CLIPS = ("clip_09.m4a", "clip_00.wav", "clip_05.wav")
+
+slow = pytest.mark.slow
+
+
+# --------------------------------------------------------------------------------------
+# Helpers: mounts, filling a file system, error bodies, raw HTTP
+# --------------------------------------------------------------------------------------
+
+
+def _mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
+
+
+def _umount(path: Path) -> None:
+    # lazy: a server that still holds a file open there must not keep the mount alive
+    subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: int) -> Iterator[Path]:
+    """A tmpfs of ``size`` bytes mounted on ``path``: a disk that really fills up."""
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path))
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        pytest.skip(f"cannot mount a tmpfs to fill up (needs root, CAP_SYS_ADMIN): {detail}")
+    try:
+        yield path
+    finally:
+        _umount(path)
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[Path]:
+    """``path`` read-only from now on (a read-only bind mount over itself); files already
+    open for writing, such as the server's database, stay writable."""
+    try:
+        _mount("--bind", str(path), str(path))
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        pytest.skip(f"cannot bind-mount the data dir read-only (needs CAP_SYS_ADMIN): {detail}")
+    try:
+        _mount("-o", "remount,bind,ro", str(path))
+        yield path
+    finally:
+        _umount(path)
+
+
+def fill(folder: Path, leave: int = 0) -> Path:
+    """Append to ``folder/filler`` until only ``leave`` bytes are free (0: until ENOSPC)."""
+    path = folder / "filler"
+    block = bytes(MIB)
+    with path.open("ab", buffering=0) as out:
+        while (free := free_bytes(folder)) > leave:
+            try:
+                out.write(block[: min(MIB, free - leave)])
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+                break
+    return path
+
+
+def assert_error(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """An OpenAI-shaped error with this status and code and a usable message."""
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert set(body) == {"error"}, body
+    error: dict[str, Any] = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}, error
+    assert error["code"] == code, error
+    assert isinstance(error["message"], str) and len(error["message"]) > 20, error
+    return error
+
+
+def assert_retry_after(resp: httpx.Response) -> int:
+    retry = resp.headers.get("retry-after", "")
+    assert retry.isdigit() and int(retry) >= 1, dict(resp.headers)
+    return int(retry)
+
+
+def read_db(data_dir: Path, sql: str) -> list[sqlite3.Row]:
+    with contextlib.closing(sqlite3.connect(data_dir / "asrserve.db", timeout=30)) as conn:
+        conn.row_factory = sqlite3.Row
+        return conn.execute(sql).fetchall()
+
+
+def integrity(data_dir: Path) -> str:
+    return str(read_db(data_dir, "PRAGMA integrity_check")[0][0])
+
+
+def by_name(corpus: list[Clip]) -> dict[str, Clip]:
+    return {clip.path.name: clip for clip in corpus}
+
+
+def upload_files(clip: Clip) -> dict[str, tuple[str, bytes]]:
+    return {"file": (clip.path.name, clip.path.read_bytes())}
+
+
+def wait_done(client: httpx.Client, job_id: str, timeout: float = 120.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job: dict[str, Any] = client.get(f"{JOBS}/{job_id}", params={"wait": 20}).json()
+        if job["status"] not in ("queued", "running"):
+            return job
+        assert time.monotonic() < deadline, f"{job_id} still {job['status']}"
+
+
+def healthy(srv: Server, client: httpx.Client) -> None:
+    assert srv.proc is not None and srv.proc.poll() is None, srv.log()
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get(JOBS).status_code == 200
+
+
+def multipart_head(filename: str = "stalled.wav") -> bytes:
+    return (
+        f"--{BOUNDARY}\r\n"
+        'Content-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n'
+        f"--{BOUNDARY}\r\n"
+        f'Content-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+
+
+def open_upload(port: int, path: str, declared: int = 200_000, sent: int = 4096) -> socket.socket:
+    """A raw client that starts an upload of ``declared`` bytes and stops after ``sent``."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+        f"Content-Length: {declared}\r\n\r\n"
+    ).encode()
+    sock.sendall(head + multipart_head() + bytes(sent))
+    return sock
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict[str, str], dict[str, Any], bool]:
+    """Status, headers and JSON body of the one response; and whether the server closed."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        received = sock.recv(65536)
+        assert received, f"the server closed the connection without an answer: {data!r}"
+        data += received
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    while len(body) < int(headers["content-length"]):
+        body += sock.recv(65536)
+    closed = sock.recv(1) == b""
+    return int(lines[0].split()[1]), headers, json.loads(body), closed
+
+
+def trickle(sock: socket.socket, every: float) -> tuple[int, dict[str, str], dict[str, Any], bool]:
+    """Send one byte of the file every ``every`` s until the server answers; the answer."""
+    while not select.select([sock], [], [], every)[0]:
+        sock.sendall(b"\x01")
+    return read_response(sock)
+
+
+# --------------------------------------------------------------------------------------
+# In-process: the intake's error paths with the kernel's own errors (no model, no server)
+# --------------------------------------------------------------------------------------
+
+
+def intake_app(folder: Path, limits: UploadLimits, errors: dict[str, Exception]) -> FastAPI:
+    """``/upload`` streams to ``folder``; ``/db/{name}`` raises one of ``errors``."""
+    app = FastAPI()
+    install_error_handlers(app)
+    gate = UploadGate(limits)
+
+    @app.post("/upload")
+    async def upload(request: Request) -> dict[str, int]:
+        got = await receive_upload(request, folder / "upload", 64 * MIB, gate)
+        return {"size": got.size}
+
+    @app.get("/db/{name}")
+    async def database(name: str) -> None:
+        raise errors[name]
+
+    return app
+
+
+def sqlite_error(sql: str, conn: sqlite3.Connection) -> sqlite3.OperationalError:
+    try:
+        conn.execute(sql)
+    except sqlite3.OperationalError as exc:
+        return exc
+    raise AssertionError(f"{sql} did not fail")
+
+
+def test_intake_maps_enospc_erofs_and_sqlite_errors(tmp_path: Path) -> None:
+    """Disk full while writing → 507; read-only → 503; the database full → 507, read-only
+    → 503: each with Retry-After and nothing left behind. Real errors from the kernel and
+    SQLite, on a 2 MiB tmpfs, with the disk reserve off so the write itself fails."""
+    with tmpfs(tmp_path / "small", 2 * MIB) as folder:
+        db_path = folder / "t.db"
+        with contextlib.closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+            conn.execute("CREATE TABLE t (x BLOB)")
+            filler = fill(folder)
+            full = sqlite_error("INSERT INTO t VALUES (zeroblob(100000))", conn)
+            filler.unlink()
+        with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as ro:
+            readonly = sqlite_error("INSERT INTO t VALUES (1)", ro)
+        errors: dict[str, Exception] = {"full": full, "readonly": readonly}
+        app = intake_app(folder, UploadLimits(min_free_bytes=0), errors)
+        payload = os.urandom(3 * MIB)
+        with TestClient(app) as client:
+            resp = client.post("/upload", files={"file": ("big.wav", payload)})
+            assert_error(resp, 507, "insufficient_storage")
+            assert_retry_after(resp)
+            assert sorted(os.listdir(folder)) == ["t.db"], "a partial upload was left behind"
+            small = client.post("/upload", files={"file": ("small.wav", payload[:4096])})
+            assert small.status_code == 200 and small.json() == {"size": 4096}
+
+            for name, status, code in (
+                ("full", 507, "insufficient_storage"),
+                ("readonly", 503, "storage_unavailable"),
+            ):
+                resp = client.get(f"/db/{name}")
+                assert_error(resp, status, code)
+                assert_retry_after(resp)
+
+            _mount("-o", "remount,ro", str(folder))
+            resp = client.post("/upload", files={"file": ("ro.wav", payload[:4096])})
+            error = assert_error(resp, 503, "storage_unavailable")
+            assert "Read-only file system" in error["message"]
+            assert_retry_after(resp)
+
+
+def test_intake_keeps_the_disk_reserve(tmp_path: Path) -> None:
+    """With the reserve on, an upload that would eat into it is refused before it is read
+    (declared length) or as soon as it gets there (streamed), with nothing left behind."""
+    with tmpfs(tmp_path / "reserve", 12 * MIB) as folder:
+        app = intake_app(folder, UploadLimits(min_free_bytes=8 * MIB), {})
+        with TestClient(app) as client:
+            ok = client.post("/upload", files={"file": ("a.wav", os.urandom(2 * MIB))})
+            assert ok.status_code == 200, ok.text
+            (folder / "upload").unlink()
+            declared = client.post("/upload", files={"file": ("b.wav", os.urandom(6 * MIB))})
+            assert_error(declared, 507, "insufficient_storage")
+
+            def stream() -> Iterator[bytes]:
+                yield multipart_head("c.wav")
+                for _ in range(6):
+                    yield os.urandom(MIB)
+                yield f"\r\n--{BOUNDARY}--\r\n".encode()
+
+            streamed = client.post(
+                "/upload",
+                content=stream(),
+                headers={"content-type": f"multipart/form-data; boundary={BOUNDARY}"},
+            )
+            assert_error(streamed, 507, "insufficient_storage")
+            assert_retry_after(streamed)
+            assert os.listdir(folder) == []
+
+
+# --------------------------------------------------------------------------------------
+# Disk full and read-only data dir, on real servers
+# --------------------------------------------------------------------------------------
+
+
+def listing(data_dir: Path) -> set[str]:
+    return {
+        f"{sub}/{name}"
+        for sub in ("audio", "files")
+        if (data_dir / sub).exists()
+        for name in os.listdir(data_dir / sub)
+    }
+
+
+def chunked_upload(client: httpx.Client, path: str, size: int) -> httpx.Response:
+    """A streamed body without Content-Length, so the server only learns its size as it
+    reads."""
+
+    def body() -> Iterator[bytes]:
+        yield f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\n'.encode()
+        yield b"audio\r\n" + multipart_head("streamed.bin")
+        for _ in range(size // MIB):
+            yield os.urandom(MIB)
+        yield f"\r\n--{BOUNDARY}--\r\n".encode()
+
+    headers = {"content-type": f"multipart/form-data; boundary={BOUNDARY}"}
+    return client.post(path, content=body(), headers=headers)
+
+
+def refuse_every_upload(
+    client: httpx.Client, clip: Clip, status: int, code: str, data_dir: Path
+) -> None:
+    """Sync, async and Files API uploads all refused with ``status``; nothing stays."""
+    before = listing(data_dir)
+    for resp in (
+        client.post(SYNC, files=upload_files(clip)),
+        client.post(JOBS, files=upload_files(clip)),
+        client.post(FILES, data={"purpose": "audio"}, files=upload_files(clip)),
+        chunked_upload(client, FILES, 4 * MIB),
+    ):
+        assert_error(resp, status, code)
+        assert_retry_after(resp)
+    assert listing(data_dir) == before
+
+
+def fill_with_files(client: httpx.Client, blob: int) -> tuple[list[str], httpx.Response]:
+    """Upload ``blob``-byte files through the Files API until one is refused."""
+    stored: list[str] = []
+    for index in range(64):
+        resp = client.post(
+            FILES, data={"purpose": "audio"}, files={"file": (f"{index}.bin", os.urandom(blob))}
+        )
+        if resp.status_code != 200:
+            return stored, resp
+        stored.append(resp.json()["id"])
+    raise AssertionError("the disk never filled")
+
+
+@slow
+def test_disk_full(corpus: list[Clip], make_server: type[Server], tmp_path: Path) -> None:
+    """The service's own uploads fill the disk down to its reserve: more uploads get 507,
+    the jobs accepted before keep running and complete. Another process then takes the last
+    byte: still 507, still serving. Space freed: uploads work again; the database is sound."""
+    clips = by_name(corpus)
+    with tmpfs(tmp_path / "data", DISK_RESERVE_BYTES + 40 * MIB) as data_dir:
+        srv = make_server(data_dir, env={"ASRSERVE_PREFETCH_JOBS": "1"}).start()
+        try:
+            with httpx.Client(base_url=srv.url, timeout=120) as client:
+                _disk_full_scenario(srv, client, clips, data_dir)
+        finally:
+            srv.stop()
+        assert integrity(data_dir) == "ok"
+        assert read_db(data_dir, "SELECT * FROM queue") == []
+        statuses = read_db(data_dir, "SELECT status, COUNT(*) AS n FROM jobs GROUP BY status")
+        assert {row["status"]: row["n"] for row in statuses} == {"succeeded": 6}
+        assert srv.log_path is not None
+        assert "Traceback" not in srv.log_path.read_text(errors="replace")
+
+
+def _disk_full_scenario(
+    srv: Server, client: httpx.Client, clips: dict[str, Clip], data_dir: Path
+) -> None:
+    accepted = []
+    for name in ("long_00.wav", *SHORT_CLIPS):  # the long one keeps the others queued
+        resp = client.post(JOBS, files=upload_files(clips[name]))
+        assert resp.status_code == 202, resp.text
+        accepted.append(resp.json()["id"])
+
+    stored: list[str] = []
+    for blob in (8 * MIB, MIB, 128 * 1024, 16 * 1024):  # down to the last few KiB
+        more, refused = fill_with_files(client, blob)
+        stored += more
+    assert len(stored) >= 4, stored
+    error = assert_error(refused, 507, "insufficient_storage")
+    assert_retry_after(refused)
+    assert "storage is full" in error["message"]
+    unfinished = [i for i in accepted if client.get(f"{JOBS}/{i}").json()["status"] != "succeeded"]
+    print(f"\ndisk full after {len(stored)} files; {len(unfinished)} accepted jobs unfinished")
+    assert unfinished, "every job finished before the disk filled: nothing was shown"
+    refuse_every_upload(client, clips[SHORT_CLIPS[0]], 507, "insufficient_storage", data_dir)
+    healthy(srv, client)
+    for job_id in accepted:
+        job = wait_done(client, job_id)
+        assert job["status"] == "succeeded" and job["result"]["text"].strip(), job
+
+    filler = fill(data_dir)  # someone else takes the rest: not a byte left
+    assert free_bytes(data_dir) < 64 * 1024
+    refuse_every_upload(client, clips[SHORT_CLIPS[1]], 507, "insufficient_storage", data_dir)
+    healthy(srv, client)
+
+    filler.unlink()
+    for file_id in stored:
+        assert client.delete(f"{FILES}/{file_id}").status_code == 200
+    clip = clips[SHORT_CLIPS[2]]
+    resp = client.post(JOBS, files=upload_files(clip))
+    assert resp.status_code == 202, resp.text
+    assert wait_done(client, resp.json()["id"])["status"] == "succeeded"
+    resp = client.post(SYNC, files=upload_files(clip))
+    assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
+
+
+@slow
+def test_read_only_data_dir(corpus: list[Clip], make_server: type[Server], tmp_path: Path) -> None:
+    """The data dir turns read-only under a running server: uploads get 503 with the
+    reason, the server keeps serving and finishes the job it had accepted; writable again,
+    uploads work. (A read-only bind mount: the database, already open, stays writable.)"""
+    clips = by_name(corpus)
+    data_dir = tmp_path / "data"
+    srv = make_server(data_dir, env={"ASRSERVE_PREFETCH_JOBS": "1"}).start()
+    with httpx.Client(base_url=srv.url, timeout=120) as client:
+        resp = client.post(JOBS, files=upload_files(clips["long_00.wav"]))
+        assert resp.status_code == 202, resp.text
+        accepted = resp.json()["id"]
+        with read_only(data_dir):
+            with pytest.raises(OSError, match="Read-only"):
+                (data_dir / "probe").touch()
+            before = listing(data_dir)
+            for resp in (
+                client.post(SYNC, files=upload_files(clips[SHORT_CLIPS[0]])),
+                client.post(JOBS, files=upload_files(clips[SHORT_CLIPS[0]])),
+                client.post(FILES, data={"purpose": "audio"}, files={"file": ("a", b"x" * 9)}),
+            ):
+                error = assert_error(resp, 503, "storage_unavailable")
+                assert "Read-only file system" in error["message"], error
+                assert_retry_after(resp)
+            assert listing(data_dir) == before
+            healthy(srv, client)
+            job = wait_done(client, accepted)
+            assert job["status"] == "succeeded", job
+        resp = client.post(SYNC, files=upload_files(clips[SHORT_CLIPS[0]]))
+        assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
+    srv.stop()
+    assert integrity(data_dir) == "ok"
+
+
+# --------------------------------------------------------------------------------------
+# Slow and surplus clients
+# --------------------------------------------------------------------------------------
+
+IDLE_S = 3.0
+TOTAL_S = 6.0
+
+
+@slow
+def test_stalled_upload_gets_408(
+    corpus: list[Clip], make_server: type[Server], tmp_path: Path
+) -> None:
+    """A client that stops sending gets 408 after the idle timeout, one that trickles
+    after the total timeout; meanwhile the server serves everyone else. No file stays."""
+    clip = by_name(corpus)[SHORT_CLIPS[0]]
+    env = {
+        "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": str(IDLE_S),
+        "ASRSERVE_UPLOAD_TIMEOUT_S": str(TOTAL_S),
+    }
+    srv = make_server(tmp_path / "data", env=env).start()
+    start = time.monotonic()
+    with (
+        open_upload(srv.port, JOBS) as stalled,
+        open_upload(srv.port, SYNC) as trickling,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        trickled = pool.submit(trickle, trickling, 0.25)
+        with httpx.Client(base_url=srv.url, timeout=60) as client:
+            resp = client.post(SYNC, files=upload_files(clip))  # served while the two hang
+            assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
+            served = time.monotonic() - start
+            assert served < IDLE_S, f"the sync request took {served:.1f} s"
+
+            status, headers, body, closed = read_response(stalled)
+            idle = time.monotonic() - start
+            assert status == 408 and body["error"]["code"] == "upload_timeout", body
+            assert f"sent nothing for {IDLE_S:g} s" in body["error"]["message"]
+            assert IDLE_S <= idle < IDLE_S + 3, idle
+            assert closed and headers["connection"] == "close"
+
+            status, _, body, closed = trickled.result(timeout=TOTAL_S + 10)
+            total = time.monotonic() - start
+            assert status == 408 and body["error"]["code"] == "upload_timeout", body
+            assert f"took longer than {TOTAL_S:g} s" in body["error"]["message"]
+            assert TOTAL_S <= total < TOTAL_S + 3, total
+            assert closed
+            print(f"\nsync in {served:.2f} s; 408 after {idle:.2f} s idle, {total:.2f} s total")
+
+            healthy(srv, client)
+            jobs = {job["id"] for job in client.get(JOBS).json()["data"]}
+            assert set(os.listdir(srv.data_dir / "audio")) <= jobs
+
+
+@slow
+def test_uploads_past_the_limit_get_503(
+    corpus: list[Clip], make_server: type[Server], tmp_path: Path
+) -> None:
+    """Two uploads in progress with a limit of two: the third is refused at once with 503
+    and Retry-After, nothing read or written; when one ends, uploads are taken again."""
+    clip = by_name(corpus)[SHORT_CLIPS[1]]
+    env = {"ASRSERVE_MAX_CONCURRENT_UPLOADS": "2", "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": "60"}
+    srv = make_server(tmp_path / "data", env=env).start()
+    holders = [open_upload(srv.port, JOBS), open_upload(srv.port, FILES)]
+    with contextlib.ExitStack() as stack, httpx.Client(base_url=srv.url, timeout=60) as client:
+        for holder in holders:
+            stack.enter_context(holder)
+        probe = {"purpose": "audio"}, {"file": ("empty.bin", b"")}  # 400 once past the gate
+        deadline = time.monotonic() + 10
+        while (resp := client.post(FILES, data=probe[0], files=probe[1])).status_code != 503:
+            assert resp.status_code == 400, resp.text
+            assert time.monotonic() < deadline, "the two held uploads never filled the slots"
+        before = listing(srv.data_dir)
+        for path in (SYNC, JOBS):
+            start = time.monotonic()
+            resp = client.post(path, files=upload_files(clip))
+            elapsed = time.monotonic() - start
+            error = assert_error(resp, 503, "too_many_uploads")
+            assert "2 uploads" in error["message"], error
+            assert_retry_after(resp)
+            assert elapsed < 2.0, elapsed  # refused before its body is read
+        assert listing(srv.data_dir) == before
+        healthy(srv, client)
+
+        holders.pop().close()  # a client gives up: its slot and its partial file go
+        deadline = time.monotonic() + 10
+        while (resp := client.post(SYNC, files=upload_files(clip))).status_code == 503:
+            assert time.monotonic() < deadline, "the slot was never freed"
+        assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
+        files = client.get(FILES).json()["data"]
+        assert files == [] and os.listdir(srv.data_dir / "files") == []
+
+
+# --------------------------------------------------------------------------------------
+# SIGTERM mid-work
+# --------------------------------------------------------------------------------------
+
+
+def jobs_at_rest(data_dir: Path) -> dict[str, dict[str, Any]]:
+    rows = read_db(
+        data_dir,
+        "SELECT j.id, j.status, j.attempts, j.result IS NOT NULL AS has_result,"
+        " q.claimed FROM jobs j LEFT JOIN queue q ON q.job_id = j.id",
+    )
+    return {row["id"]: dict(row) for row in rows}
+
+
+def wait_running(client: httpx.Client, job_id: str) -> None:
+    deadline = time.monotonic() + 60
+    while client.get(f"{JOBS}/{job_id}").json()["status"] != "running":
+        assert time.monotonic() < deadline, f"{job_id} never started"
+        time.sleep(0.05)  # polling another process's state: nothing to subscribe to
+
+
+def sigterm(srv: Server, grace: float) -> tuple[float, float]:
+    """SIGTERM; seconds until new connections are refused, and until the process exits."""
+    assert srv.proc is not None
+    start = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    while True:
+        try:
+            httpx.get(f"{srv.url}/healthz", timeout=1)
+        except httpx.ConnectError:
+            break
+        except (httpx.ReadError, httpx.RemoteProtocolError):
+            pass  # accepted just as the listener closed, then reset: poll again
+        assert time.monotonic() - start < 5, "still accepting connections 5 s after SIGTERM"
+        time.sleep(0.02)
+    refused = time.monotonic() - start
+    assert srv.proc.poll() is None or grace == 0, "exited before the drain could be seen"
+    # uvicorn re-raises the signal once it has shut down cleanly
+    assert srv.proc.wait(grace + 15) in (0, -signal.SIGTERM), srv.log()
+    assert "Application shutdown complete" in srv.log()
+    return refused, time.monotonic() - start
+
+
+@slow
+@pytest.mark.timeout(400)
+def test_sigterm_drains_in_flight_and_keeps_the_rest(
+    corpus: list[Clip], make_server: type[Server], tmp_path: Path
+) -> None:
+    """SIGTERM stops new connections at once, lets the job in flight finish within the grace
+    period and leaves the queued ones queued. With no grace left the running job is handed
+    back instead. After the restarts every job completes exactly once."""
+    clips = by_name(corpus)
+    data_dir = tmp_path / "data"
+    names = ("long_00.wav", "long_00.wav", "clip_05.wav", "clip_06.flac", "clip_08.ogg")
+    env = {"ASRSERVE_PREFETCH_JOBS": "1", "ASRSERVE_SHUTDOWN_GRACE_S": "60"}
+    first = make_server(data_dir, env=env).start()
+    with httpx.Client(base_url=first.url, timeout=60) as client:
+        ids = []
+        for name in names:
+            resp = client.post(JOBS, files=upload_files(clips[name]))
+            assert resp.status_code == 202, resp.text
+            ids.append(resp.json()["id"])
+        wait_running(client, ids[0])
+    refused, exited = sigterm(first, 60)
+    print(f"\ngrace 60 s: refused after {refused:.2f} s, drained and exited after {exited:.2f} s")
+    rest = jobs_at_rest(data_dir)
+    assert rest[ids[0]] == {**rest[ids[0]], "status": "succeeded", "attempts": 1}
+    for job_id in ids[1:]:
+        assert rest[job_id] == {
+            "id": job_id,
+            "status": "queued",
+            "attempts": 0,
+            "has_result": 0,
+            "claimed": 0,
+        }
+
+    second = make_server(data_dir, env={**env, "ASRSERVE_SHUTDOWN_GRACE_S": "0"}).start()
+    with httpx.Client(base_url=second.url, timeout=60) as client:
+        wait_running(client, ids[1])
+    refused, exited = sigterm(second, 0)
+    print(f"grace 0 s: refused after {refused:.2f} s, exited after {exited:.2f} s")
+    rest = jobs_at_rest(data_dir)
+    assert rest[ids[1]]["claimed"] == 0 and not rest[ids[1]]["has_result"], rest[ids[1]]
+    assert all(rest[i]["status"] != "succeeded" for i in ids[1:]), rest
+
+    third = make_server(data_dir).start()
+    with httpx.Client(base_url=third.url, timeout=60) as client:
+        final = {job_id: wait_done(client, job_id) for job_id in ids}
+    third.stop()
+    for job_id, name in zip(ids, names, strict=True):
+        job = final[job_id]
+        assert job["status"] == "succeeded", job
+        assert wer_one(clips[name].text, job["result"]["text"]) < 0.35, job["result"]["text"]
+    rest = jobs_at_rest(data_dir)
+    assert [rest[i]["attempts"] for i in ids] == [1, 2, 1, 1, 1]  # the handed-back one twice
+    assert all(rest[i]["has_result"] and rest[i]["claimed"] is None for i in ids), rest
+    for srv in (first, second, third):
+        assert srv.log_path is not None
+        assert "Traceback" not in srv.log_path.read_text(errors="replace")
+
+
+@slow
+def test_jobs_survive_the_disk_filling_under_them(
+    corpus: list[Clip], make_server: type[Server], tmp_path: Path
+) -> None:
+    """Another process fills the disk to the last byte while jobs run; once space is freed
+    the accepted jobs must complete without a restart."""
+    clips = by_name(corpus)
+    with tmpfs(tmp_path / "data", DISK_RESERVE_BYTES + 16 * MIB) as data_dir:
+        srv = make_server(data_dir, env={"ASRSERVE_PREFETCH_JOBS": "1"}).start()
+        try:
+            with httpx.Client(base_url=srv.url, timeout=60) as client:
+                ids = []
+                for name in ("long_00.wav", *SHORT_CLIPS):
+                    resp = client.post(JOBS, files=upload_files(clips[name]))
+                    assert resp.status_code == 202, resp.text
+                    ids.append(resp.json()["id"])
+                wait_running(client, ids[0])
+                filler = fill(data_dir)
+                time.sleep(7)  # the long job (~6 s) ends while the disk is full
+                filler.unlink()
+                for job_id in ids:
+                    assert wait_done(client, job_id, timeout=20)["status"] == "succeeded"
+        finally:
+            srv.stop()
