@@ -14,11 +14,13 @@ import asyncio
 import contextlib
 import functools
 import logging
+import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from asrserve.audio.chunk import restore
 from asrserve.audio.errors import AudioError
@@ -35,6 +37,11 @@ from asrserve.transcript import Transcript
 log = logging.getLogger(__name__)
 
 CLAIM_BLOCK_S = 5.0
+RETRY_MIN_S = 0.5
+RETRY_MAX_S = 30.0
+# What a store or queue raises while its storage fails (and may come back): retried.
+TRANSIENT_ERRORS = (OSError, sqlite3.OperationalError)
+T = TypeVar("T")
 
 
 @dataclass
@@ -90,7 +97,9 @@ class Worker:
                 await lane.slot_freed.wait()
                 continue
             limits = dict.fromkeys(lane.priorities, free)
-            for delivery in await self._queue.get(limits, CLAIM_BLOCK_S):
+            claim = functools.partial(self._queue.get, limits, CLAIM_BLOCK_S)
+            claimed = await self._durably("claim", claim)
+            for delivery in claimed:
                 lane.in_flight += 1
                 task = asyncio.create_task(self._handle(delivery, lane), name=delivery.job_id)
                 self._tasks[delivery.job_id] = task
@@ -118,8 +127,8 @@ class Worker:
 
     def _done(self, job_id: str, lane: Lane, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
-            # e.g. the database went away mid-job: the entry stays claimed and is handed
-            # out again at the next start.
+            # a bug, not a storage failure (those are retried): the entry stays claimed and
+            # is handed out again at the next start.
             log.error("job %s: worker error", job_id, exc_info=task.exception())
         self._tasks.pop(job_id, None)
         self._user_cancelled.discard(job_id)
@@ -127,10 +136,23 @@ class Worker:
         if lane.slot_freed is not None:
             lane.slot_freed.set()
 
+    async def _durably(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run a store or queue operation, retrying with backoff while storage is failing
+        (a full disk, a read-only or unreachable database). The job's state stays in
+        memory meanwhile: nothing accepted is lost, nothing is done twice."""
+        delay = RETRY_MIN_S
+        while True:
+            try:
+                return await operation()
+            except TRANSIENT_ERRORS as exc:
+                log.warning("%s failed (%s); retrying in %.1f s", what, exc, delay)
+                await asyncio.sleep(delay)  # a backoff: there is nothing to wait on
+                delay = min(delay * 2, RETRY_MAX_S)
+
     async def _handle(self, delivery: Delivery, lane: Lane) -> None:
-        job = await self._store.get(delivery.job_id)
+        job = await self._durably("read", lambda: self._store.get(delivery.job_id))
         if job is None or job.status.finished:
-            await self._queue.ack(delivery)
+            await self._durably("ack", lambda: self._queue.ack(delivery))
             return
         if delivery.deliveries > self._settings.max_attempts:
             error = JobError(
@@ -138,14 +160,16 @@ class Worker:
                 code="too_many_attempts",
                 message=f"the job was started {delivery.deliveries - 1} times and never finished",
             )
-            await self._conclude(delivery, await self._store.fail(job.id, error))
+            failed = await self._durably("store", lambda: self._store.fail(job.id, error))
+            await self._conclude(delivery, failed)
             return
-        started = await self._store.start(job.id)
+        started = await self._durably("start", lambda: self._store.start(job.id))
         if started is None:
-            await self._queue.ack(delivery)
+            await self._durably("ack", lambda: self._queue.ack(delivery))
             return
         try:
-            outcome = await self._run(started, lane.preprocess)
+            result = await self._run(started, lane.preprocess)
+            outcome = await self._durably("store", lambda: self._store_result(job.id, result))
         except asyncio.CancelledError:
             if job.id in self._user_cancelled:
                 await self._queue.ack(delivery)
@@ -155,9 +179,14 @@ class Worker:
             raise
         await self._conclude(delivery, outcome)
 
-    async def _run(self, job: Job, preprocess: Executor) -> Job | None:
+    async def _store_result(self, job_id: str, result: Transcript | JobError) -> Job | None:
+        if isinstance(result, JobError):
+            return await self._store.fail(job_id, result)
+        return await self._store.succeed(job_id, result)
+
+    async def _run(self, job: Job, preprocess: Executor) -> Transcript | JobError:
         try:
-            transcript = await self._transcribe(job, preprocess)
+            return await self._transcribe(job, preprocess)
         except AudioError as exc:
             error = JobError(status=exc.status, code=exc.code, message=exc.message)
         except DeadlineExceeded:
@@ -173,12 +202,10 @@ class Worker:
                 code="internal_error",
                 message=f"transcription failed: {type(exc).__name__}",
             )
-        else:
-            return await self._store.succeed(job.id, transcript)
-        return await self._store.fail(job.id, error)
+        return error
 
     async def _conclude(self, delivery: Delivery, outcome: Job | None) -> None:
-        await self._queue.ack(delivery)
+        await self._durably("ack", lambda: self._queue.ack(delivery))
         if outcome is not None:
             log.info("job %s", outcome.status.value, extra=_job_fields(outcome))
             self._events.finished(outcome.id)
