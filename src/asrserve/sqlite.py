@@ -62,3 +62,13 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def page_filter(after: str | None, **equal: object) -> tuple[str, tuple[object, ...]]:
+    """The WHERE clause of a newest-first page: each named column equal to its value
+    (``None``: no condition), and ``id < after`` to continue after the previous page."""
+    conditions = {f"{column} = ?": value for column, value in equal.items() if value is not None}
+    if after is not None:
+        conditions["id < ?"] = after
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    return where, tuple(conditions.values())

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from asrserve.batches.models import Batch, BatchItem, BatchStatus
 from asrserve.batches.store import BatchMutation, BatchStore
 from asrserve.jobs.models import WebhookStatus
-from asrserve.sqlite import Database
+from asrserve.sqlite import Database, page_filter
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
@@ -75,11 +75,7 @@ class SqliteBatchStore(BatchStore):
     async def page(
         self, *, limit: int = 20, after: str | None = None, owner: str | None = None
     ) -> list[Batch]:
-        clauses, params = ["id < ?"] if after else [], [after] if after else []
-        if owner is not None:
-            clauses.append("owner = ?")
-            params.append(owner)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = page_filter(after, owner=owner)
         sql = f"SELECT data FROM batches {where} ORDER BY id DESC LIMIT ?"
         return await self._select(sql, (*params, limit))
 

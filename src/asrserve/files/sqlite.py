@@ -7,7 +7,7 @@ from typing import Any
 
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
-from asrserve.sqlite import Database
+from asrserve.sqlite import Database, page_filter
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -58,17 +58,7 @@ class SqliteFileStore(FileStore):
         after: str | None = None,
         owner: str | None = None,
     ) -> list[StoredFile]:
-        clauses, params = [], []
-        if owner is not None:
-            clauses.append("owner = ?")
-            params.append(owner)
-        if purpose is not None:
-            clauses.append("purpose = ?")
-            params.append(purpose.value)
-        if after is not None:
-            clauses.append("id < ?")
-            params.append(after)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = page_filter(after, owner=owner, purpose=purpose.value if purpose else None)
         sql = f"SELECT data, owner FROM files {where} ORDER BY id DESC LIMIT ?"
         args: tuple[Any, ...] = (*params, limit)
 

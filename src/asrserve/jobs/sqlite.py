@@ -9,7 +9,7 @@ from typing import Any
 
 from asrserve.jobs.models import Job, JobStatus, WebhookStatus
 from asrserve.jobs.store import JobStore, Mutation
-from asrserve.sqlite import Database
+from asrserve.sqlite import Database, page_filter
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -129,17 +129,7 @@ class SqliteJobStore(JobStore):
         after: str | None = None,
         owner: str | None = None,
     ) -> list[Job]:
-        clauses, params = [], []
-        if owner is not None:
-            clauses.append("owner = ?")
-            params.append(owner)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status.value)
-        if after is not None:
-            clauses.append("id < ?")
-            params.append(after)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = page_filter(after, owner=owner, status=status.value if status else None)
         sql = f"SELECT * FROM jobs {where} ORDER BY id DESC LIMIT ?"
         return await self._select(sql, (*params, limit))
 
