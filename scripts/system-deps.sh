@@ -4,6 +4,7 @@ set -euo pipefail
 need=()
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
 [ -x /usr/bin/chromium ] || need+=(chromium)  # the dashboard test drives it via Playwright
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)  # the distributed-mode tests
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing system packages: ${need[*]}"
 sudo=""

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.server import ServerProcess
 from asrserve.corpus import Clip, build_corpus
 from asrserve.engine.base import Engine
@@ -100,3 +101,11 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """One throwaway redis-server (AOF on) for the session, on a free loopback port."""
+    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()

@@ -140,6 +140,26 @@ class Settings(BaseSettings):
     webhook_backoff_s: float = Field(1.0, gt=0)
     webhook_timeout_s: float = Field(10.0, gt=0)
 
+    # Distributed mode (unset broker: embedded, one process on SQLite)
+    broker: str | None = Field(
+        None, description="redis://HOST:PORT/DB: API and worker nodes share this Redis."
+    )
+    shared_dir: Path | None = Field(
+        None, description="Distributed: directory every node mounts (files, large audio)."
+    )
+    redis_blob_max_bytes: int = Field(
+        8 * MIB, ge=0, description="Distributed: audio up to this size travels inside Redis."
+    )
+    lease_s: float = Field(
+        30.0, gt=0, description="Distributed: a job whose worker is silent this long is reclaimed."
+    )
+    result_retention_s: float = Field(
+        7 * 86400.0, gt=0, description="Distributed: finished jobs and batches expire after this."
+    )
+    redis_prefix: str = Field(
+        "asrserve", pattern=r"^[A-Za-z0-9_.-]+$", description="Key prefix (several per Redis)."
+    )
+
     # Shutdown
     shutdown_grace_s: float = Field(30.0, ge=0)
 
@@ -192,4 +212,17 @@ class Settings(BaseSettings):
 
     @property
     def files_dir(self) -> Path:
-        return self.data_dir / "files"
+        return self.shared_root / "files"
+
+    @property
+    def shared_audio_dir(self) -> Path:
+        """Distributed: uploaded audio too large to travel inside Redis."""
+        return self.shared_root / "audio"
+
+    @property
+    def shared_root(self) -> Path:
+        return self.shared_dir or self.data_dir
+
+    @property
+    def distributed(self) -> bool:
+        return self.broker is not None

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
+from asrserve.bench.redis_process import RedisProcess
 from asrserve.sqlite import Database
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -15,3 +20,22 @@ def database(tmp_path: Path) -> Iterator[Database]:
     db = Database(tmp_path / "test.db")
     yield db
     db.close()
+
+
+@pytest.fixture
+def run() -> Iterator[Callable[[Awaitable[T]], T]]:
+    """Run coroutines on one event loop for the whole test (a Redis client's connections
+    belong to the loop that opened them)."""
+    with asyncio.Runner() as runner:
+        yield runner.run
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisProcess) -> str:
+    """The session's redis-server, emptied for this test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    client.close()
+    return redis_server.url

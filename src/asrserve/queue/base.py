@@ -15,6 +15,7 @@ class Delivery:
     job_id: str
     priority: Priority
     deliveries: int  # times this entry has been handed out, this one included
+    receipt: str = ""  # the backend's handle on this entry (a stream entry id)
 
 
 class Queue(ABC):
@@ -43,6 +44,15 @@ class Queue(ABC):
     @abstractmethod
     async def release(self, delivery: Delivery) -> None:
         """Hand a claimed entry back unfinished (shutdown); it is delivered again later."""
+
+    async def dead_letter(self, delivery: Delivery, reason: str) -> None:
+        """Give up on an entry that keeps failing: remove it, keeping a record where the
+        backend has one (a dead-letter stream)."""
+        await self.ack(delivery)
+
+    async def extend(self, deliveries: Sequence[Delivery]) -> None:
+        """Heartbeat: these entries are still being worked on (renews their lease)."""
+        return None
 
     @abstractmethod
     async def recover(self) -> int:
