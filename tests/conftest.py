@@ -28,7 +28,7 @@ def corpus() -> list[Clip]:
 
 @pytest.fixture(scope="session")
 def engine() -> Engine:
-    from asrserve.app import load_engines
+    from asrserve.runtime import load_engines
     from asrserve.settings import Settings
 
     return load_engines(Settings())[0]

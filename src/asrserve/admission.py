@@ -1,8 +1,10 @@
 """Bounded admission: how much unfinished work each priority class may hold.
 
 Past the limits a new request gets ``429`` with a ``Retry-After`` estimated from the
-measured throughput: the time the class needs to drain the excess. The counts are kept in
-memory, updated as jobs are accepted and finish, and rebuilt from the store at start-up.
+measured throughput: the time the class needs to drain the excess. The embedded counts are
+kept in memory, updated as jobs are accepted and finish, and rebuilt from the store at
+start-up; :class:`asrserve.distributed.admission.RedisAdmission` keeps them in Redis so that
+every API node sees one backlog.
 """
 
 from __future__ import annotations
@@ -32,15 +34,15 @@ class Admission:
         self.throughput: Callable[[], float | None] = lambda: None
         self._backlog = {priority: Backlog() for priority in Priority}
 
-    def reset(self, jobs: Iterable[Job]) -> None:
+    async def reset(self, jobs: Iterable[Job]) -> None:
         """Start from the unfinished jobs in the store."""
         self._backlog = {priority: Backlog() for priority in Priority}
         for job in jobs:
-            self.added(job.priority, job.audio_duration or 0.0)
+            await self.added(job.priority, job.audio_duration or 0.0)
 
-    def admit(self, priority: Priority, audio_s: float, count: int = 1) -> None:
+    async def admit(self, priority: Priority, audio_s: float, count: int = 1) -> None:
         """Raise 429 if ``count`` more jobs of ``audio_s`` seconds in all would not fit."""
-        backlog = self._backlog[priority]
+        backlog = await self._current(priority)
         max_jobs, max_audio = self._limits(priority)
         extra_jobs = backlog.jobs + count - max_jobs
         extra_audio = backlog.audio_s + audio_s - max_audio
@@ -56,20 +58,24 @@ class Admission:
         )
         raise ApiError(429, message, code="queue_full", headers={"Retry-After": str(retry)})
 
-    def added(self, priority: Priority, audio_s: float, count: int = 1) -> None:
+    async def _current(self, priority: Priority) -> Backlog:
+        return self._backlog[priority]
+
+    async def added(self, priority: Priority, audio_s: float, count: int = 1) -> None:
         backlog = self._backlog[priority]
         backlog.jobs += count
         backlog.audio_s += audio_s
 
-    def finished(self, job: Job) -> None:
+    async def finished(self, job: Job) -> None:
         backlog = self._backlog[job.priority]
         backlog.jobs = max(backlog.jobs - 1, 0)
         backlog.audio_s = max(backlog.audio_s - (job.audio_duration or 0.0), 0.0)
 
-    def view(self) -> dict[str, dict[str, float]]:
+    async def view(self) -> dict[str, dict[str, float]]:
+        backlogs = {p: await self._current(p) for p in Priority}
         return {
             p.name.lower(): {"jobs": b.jobs, "audio_s": round(b.audio_s, 1)}
-            for p, b in self._backlog.items()
+            for p, b in backlogs.items()
         }
 
     def _limits(self, priority: Priority) -> tuple[int, float]:

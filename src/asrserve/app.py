@@ -1,8 +1,11 @@
-"""Wiring: settings → store, queue, engines, scheduler, worker, webhooks → one FastAPI app.
+"""Wiring: settings → backend (SQLite or Redis) → inference, duties → one FastAPI app.
 
-One lifespan owns every background task. Shutdown is two-phase: stop claiming new jobs,
-let in-flight jobs drain for ``shutdown_grace_s``, then cancel what is left (those jobs
-stay queued and run again on the next start).
+One lifespan owns every background task. Inference runs here in the embedded mode and on
+``serve --workers``; a distributed API node without it only validates, stores, enqueues
+and waits. The cluster-wide duties (Batch API runner, webhooks, audio retention) run
+here in the embedded mode, and on whichever distributed API node holds the leader lease.
+Shutdown is two-phase: stop claiming new jobs, let in-flight jobs drain for
+``shutdown_grace_s``, then cancel what is left (those jobs run again elsewhere or later).
 """
 
 from __future__ import annotations
@@ -10,12 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -27,111 +26,67 @@ from asrserve.api.errors import install_error_handlers
 from asrserve.api.forms import ModelInfo
 from asrserve.api.schemas import job_view
 from asrserve.api.uploads import UploadGate, UploadLimits
-from asrserve.auth.sqlite import SqliteKeyStore
+from asrserve.backends import Backend, open_backend
 from asrserve.batches.models import Batch
 from asrserve.batches.runner import BatchRunner
-from asrserve.batches.sqlite import SqliteBatchStore
-from asrserve.batching.scheduler import Device, Scheduler, SchedulerConfig
-from asrserve.batching.stats import BatchRecord
 from asrserve.dashboard import routes as dashboard_routes
-from asrserve.engine.base import Engine
-from asrserve.engine.whisper import (
-    EngineConfig,
-    FasterWhisperEngine,
-    bundled_model_path,
-    check_model_dir,
+from asrserve.events import Finished
+from asrserve.jobs.models import Priority
+from asrserve.runtime import (
+    EngineFactory,
+    Inference,
+    load_engines,
+    read_model_info,
+    start_inference,
+    sweep_audio,
 )
-from asrserve.events import JobEvents
-from asrserve.files.sqlite import SqliteFileStore
-from asrserve.jobs.models import Job, Priority
-from asrserve.jobs.sqlite import SqliteJobStore
-from asrserve.queue.sqlite import SqliteQueue
 from asrserve.service import Service
 from asrserve.settings import Settings
-from asrserve.sqlite import Database
 from asrserve.tune.recorder import TrafficRecorder
 from asrserve.webhooks import BatchWebhooks, JobWebhooks, WebhookSender
-from asrserve.worker import Lane, Worker
 
 log = logging.getLogger(__name__)
 
-EngineFactory = Callable[[Settings], Sequence[Engine]]
+__all__ = ["create_app", "load_engines"]
 
 
-def model_path(settings: Settings) -> Path:
-    return check_model_dir(settings.model or bundled_model_path())
-
-
-def resolve_device(settings: Settings) -> str:
-    if settings.device != "auto":
-        return settings.device
-    import ctranslate2
-
-    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-
-
-def load_engines(settings: Settings) -> list[Engine]:
-    """One replica per CUDA device index, or ``cpu_workers`` replicas sharing the cores."""
-    path = model_path(settings)
-    model_id = settings.model_id or ("tiny.en" if settings.model is None else path.name)
-    device = resolve_device(settings)
-    compute = settings.compute_type
-    if compute == "default":
-        compute = "float16" if device == "cuda" else "int8"
-    if device == "cuda":
-        slots = [(index, 0) for index in settings.device_index]
-    else:
-        threads = settings.cpu_threads or max(1, (os.cpu_count() or 1) // settings.cpu_workers)
-        slots = [(0, threads)] * settings.cpu_workers
-    return [
-        FasterWhisperEngine(EngineConfig(path, model_id, device, index, compute, threads))
-        for index, threads in slots
-    ]
-
-
-@dataclass
-class Runtime:
-    """Everything the lifespan starts, so it can be stopped in order."""
-
-    settings: Settings
-    engines: Sequence[Engine]
-    scheduler: Scheduler
-    worker: Worker
-    webhooks: WebhookSender
-    executors: list[ThreadPoolExecutor]
-    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-
-
-def create_app(settings: Settings, engine_factory: EngineFactory = load_engines) -> FastAPI:
-    settings.audio_dir.mkdir(parents=True, exist_ok=True)
-    settings.files_dir.mkdir(parents=True, exist_ok=True)
-    db = Database(settings.db_path)
-    store = SqliteJobStore(db)
-    queue = SqliteQueue(db)
-    events = JobEvents()
+def create_app(
+    settings: Settings, engine_factory: EngineFactory = load_engines, *, inference: bool = True
+) -> FastAPI:
+    """``inference=False`` (distributed only): an API node that runs no model."""
+    if not inference and settings.broker is None:
+        raise ValueError("an API node without inference needs a broker")
+    backend = open_backend(settings)
     recorder = TrafficRecorder.from_settings(settings)
-    keys = SqliteKeyStore(db)
-    admission = Admission(settings)
+    service = Service(settings, backend, recorder)
     context = ApiContext(
-        service=Service(settings, store, queue, events, keys, admission, recorder),
-        files=SqliteFileStore(db),
-        batches=SqliteBatchStore(db),
+        service=service,
+        files=backend.files,
+        batches=backend.batches,
         uploads=UploadGate(UploadLimits.from_settings(settings)),
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        runtime: Runtime | None = None
-        loader = asyncio.create_task(_start(settings, engine_factory, context, events))
+        tasks = [asyncio.create_task(run(), name=run.__name__) for run in backend.background]
+        local: Inference | None = None
         try:
-            runtime = await loader
+            if inference:
+                local = await start_inference(
+                    settings, backend, engine_factory, context.metrics, recorder
+                )
+            model = local.model if local is not None else read_model_info(settings)
+            tasks.append(asyncio.create_task(_lead(settings, backend, context, model)))
+            context.scheduler_view = _view(backend, local)
+            context.model = model
             yield
         finally:
-            loader.cancel()
-            if runtime is not None:
-                await _stop(runtime)
-            await store.close()
-            db.close()
+            if local is not None:
+                await local.stop()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await backend.aclose()
 
     app = FastAPI(
         title="asrserve",
@@ -140,7 +95,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = load_engines)
         description="Whisper transcription built around a dynamic batching scheduler.",
     )
     app.state.context = context
-    app.middleware("http")(AccessControl(settings, keys))
+    app.middleware("http")(AccessControl(settings, backend.keys, backend.limiter))
     app.middleware("http")(context.metrics.middleware)  # outermost: counts 401s and 429s too
     install_error_handlers(app)
     for module in (health_routes, audio_routes, job_routes, file_routes, batch_routes):
@@ -149,141 +104,65 @@ def create_app(settings: Settings, engine_factory: EngineFactory = load_engines)
     return app
 
 
-async def _start(
-    settings: Settings, engine_factory: EngineFactory, context: ApiContext, events: JobEvents
-) -> Runtime:
+async def _lead(
+    settings: Settings, backend: Backend, context: ApiContext, model: ModelInfo
+) -> None:
+    """The duties one node runs for the whole deployment: here (embedded), or wherever the
+    leader lease is held (distributed)."""
     service = context.service
-    engines = await asyncio.to_thread(engine_factory, settings)
-    scheduler = _scheduler(settings, engines, context)
-    model = ModelInfo(
-        id=engines[0].model_id,
-        multilingual=engines[0].multilingual,
-        default_beam_size=settings.beam_size,
-    )
-    preprocess = ThreadPoolExecutor(
-        settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
-    )
-    offline = ThreadPoolExecutor(1, thread_name_prefix="preprocess-batch")
-    lanes = [
-        Lane((Priority.INTERACTIVE, Priority.ASYNC), settings.prefetch_jobs, preprocess),
-        Lane((Priority.BATCH,), settings.batch_prefetch_jobs, offline),
-    ]
     webhooks = WebhookSender(
-        settings, [JobWebhooks(service.store, job_view), BatchWebhooks(context.batches)]
+        settings, [JobWebhooks(backend.store, job_view), BatchWebhooks(backend.batches)]
     )
 
     def on_batch_end(batch: Batch) -> None:
         if batch.callback_url:
             webhooks.kick()
 
-    runner = BatchRunner(service, context.batches, context.files, model, on_batch_end)
+    runner = BatchRunner(service, backend.batches, backend.files, model, on_batch_end)
 
-    def on_finished(job: Job) -> None:
-        context.metrics.job_finished(job)
-        service.admission.finished(job)
-        if job.callback_url:
+    def on_finish(notice: Finished) -> None:
+        if notice.callback:
             webhooks.kick()
-        if job.batch_id:
+        if notice.batch_id:
             runner.kick()
-        if settings.audio_retention_s == 0 and job.audio_path and job.owns_audio:
-            Path(job.audio_path).unlink(missing_ok=True)
 
-    worker = Worker(
-        settings, service.store, service.queue, scheduler, events, engines[0], lanes, on_finished
-    )
-    recovered = await service.queue.recover()
-    unfinished = await service.store.unfinished()
-    for job in unfinished:
-        await service.queue.put(job.id, job.priority)
-    service.admission.reset(unfinished)
-    service.admission.throughput = scheduler.stats.throughput
-    runtime = Runtime(settings, engines, scheduler, worker, webhooks, [preprocess, offline])
-    runtime.tasks = {
-        "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
-        "worker": asyncio.create_task(worker.run(), name="worker"),
-        "batches": asyncio.create_task(runner.run(), name="batches"),
-        "webhooks": asyncio.create_task(webhooks.run(), name="webhooks"),
-        "retention": asyncio.create_task(_sweep_audio(settings, service), name="retention"),
-    }
-    context.scheduler_view = lambda: {
-        **_scheduler_view(settings, scheduler, worker),
-        "admission": service.admission.view(),
-    }
-    context.kick_batches = runner.kick
-    context.model = model
-    log.info(
-        "ready: %d device(s), policy %s, %d claimed job(s) recovered",
-        len(engines),
-        settings.batch_policy.value,
-        recovered,
-    )
-    return runtime
+    def on_resync() -> None:
+        webhooks.kick()
+        runner.kick()
+
+    backend.events.on_finish(on_finish)
+    backend.events.on_batches(runner.kick)
+    backend.events.on_resync(on_resync)
+
+    async def duties() -> None:
+        await service.admission.reset(await backend.store.unfinished())
+        async with asyncio.TaskGroup() as group:
+            group.create_task(runner.run(), name="batches")
+            group.create_task(webhooks.run(), name="webhooks")
+            group.create_task(sweep_audio(settings, backend), name="retention")
+
+    try:
+        if backend.leader is None:
+            await duties()
+        else:
+            await backend.leader(duties)
+    finally:
+        await webhooks.aclose()
 
 
-def _scheduler(settings: Settings, engines: Sequence[Engine], context: ApiContext) -> Scheduler:
-    """One scheduler over every replica, reporting each batch to metrics and the recorder."""
-    config = SchedulerConfig(
-        policy=settings.batch_policy,
-        max_batch_size=settings.max_batch_size,
-        max_wait=settings.max_wait_ms / 1000,
-        max_age=settings.max_queue_age_s,
-        offline_priority=Priority.BATCH,
-        offline_holdoff=settings.offline_holdoff_ms / 1000,
-    )
-    metrics = context.metrics
-    kind = resolve_device(settings)
-    indices = settings.device_index if kind == "cuda" else range(len(engines))
-    devices = [Device(f"{kind}:{i}", engine) for i, engine in zip(indices, engines, strict=False)]
-    recorder = context.service.recorder
+def _view(backend: Backend, local: Inference | None) -> Any:
+    admission: Admission = backend.admission
+    if local is not None:
+        admission.throughput = local.scheduler.stats.throughput
 
-    def on_batch(record: BatchRecord) -> None:
-        metrics.observe_batch(record)
-        if recorder is not None:
-            recorder.batch(record)
+    async def view() -> dict[str, Any]:
+        depth = await backend.queue.depth()
+        return {
+            **(local.view() if local is not None else {"devices": []}),
+            "mode": "distributed" if backend.leader is not None else "embedded",
+            "node": backend.node,
+            "queue_depth": {p.name.lower(): depth[p] for p in Priority},
+            "admission": await admission.view(),
+        }
 
-    scheduler = Scheduler(devices, config, on_batch=on_batch)
-    metrics.watch_scheduler(scheduler.stats)
-    if kind == "cuda":
-        metrics.watch_gpus(settings.device_index)
-    return scheduler
-
-
-async def _stop(runtime: Runtime) -> None:
-    tasks = runtime.tasks
-    tasks["worker"].cancel()  # phase 1: stop claiming
-    with contextlib.suppress(asyncio.CancelledError):
-        await tasks["worker"]
-    await runtime.worker.drain(runtime.settings.shutdown_grace_s)  # phase 2: drain, cancel
-    for name in ("scheduler", "batches", "webhooks", "retention"):
-        tasks[name].cancel()
-    await asyncio.gather(*tasks.values(), return_exceptions=True)
-    await runtime.webhooks.aclose()
-    runtime.scheduler.close()
-    for executor in runtime.executors:
-        executor.shutdown(wait=False, cancel_futures=True)
-
-
-async def _sweep_audio(settings: Settings, service: Service) -> None:
-    """Remove uploaded audio once its job has been finished for ``audio_retention_s``."""
-    period = min(max(settings.audio_retention_s / 4, 1.0), 60.0)
-    while True:
-        cutoff = time.time() - settings.audio_retention_s
-        for job in await service.store.audio_expired(cutoff):
-            await asyncio.to_thread(Path(job.audio_path).unlink, missing_ok=True)
-            await service.store.forget_audio(job.id)
-        await asyncio.sleep(period)  # a periodic timer, not a wait for an event
-
-
-def _scheduler_view(settings: Settings, scheduler: Scheduler, worker: Worker) -> dict[str, object]:
-    return {
-        "policy": settings.batch_policy.value,
-        "max_batch_size": settings.max_batch_size,
-        "max_wait_ms": settings.max_wait_ms,
-        "devices": [d.name for d in scheduler.devices],
-        "encoder_window": settings.encoder_window.value,
-        "encoder_windows_s": list(settings.windows),
-        "pending_chunks": scheduler.pending_count(),
-        "pending_by_window": scheduler.pending_by_window(),
-        "jobs_in_flight": worker.in_flight,
-        **scheduler.stats.snapshot(),
-    }
+    return view

@@ -40,6 +40,9 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--max-audio-seconds": ("max_audio_seconds", float, "audio duration limit"),
     "--audio-retention-s": ("audio_retention_s", float, "keep audio after a job ends"),
     "--auth": ("auth", str, "API keys: auto (on unless bound to loopback), on, off"),
+    "--broker": ("broker", str, "redis://HOST:PORT/DB: run as a node of a distributed service"),
+    "--shared-dir": ("shared_dir", Path, "distributed: a directory every node mounts"),
+    "--lease-s": ("lease_s", float, "distributed: reclaim a silent worker's jobs after this"),
     "--log-level": ("log_level", str, "debug, info, warning"),
     "--log-format": ("log_format", str, "json (one object per line) or text"),
 }
@@ -72,8 +75,14 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="asrserve", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP service (ASRSERVE_* env too)")
+    worker = commands.add_parser("worker", help="distributed: a worker node (no HTTP)")
     transcribe = commands.add_parser("transcribe", help="transcribe files locally, no server")
-    for sub in (serve, transcribe):
+    serve.add_argument(
+        "--workers",
+        action="store_true",
+        help="with --broker: run inference in this process too (default: an API node only)",
+    )
+    for sub in (serve, worker, transcribe):
         for flag, (_, kind, text) in SERVE_FLAGS.items():
             sub.add_argument(flag, type=kind, default=None, help=text)
         sub.add_argument("--devices", help="'cpu' or 'cuda:0,cuda:1': one model replica each")
@@ -127,18 +136,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_level, settings.log_format)
     try:
         if args.command == "serve":
-            return serve(settings)
+            return serve(settings, inference=settings.broker is None or args.workers)
+        if args.command == "worker":
+            return work(settings)
         return transcribe(settings, args.files, args.format, args.out)
     except ModelNotFoundError as exc:
         print(f"asrserve: {exc}", file=sys.stderr)
         return 2
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, *, inference: bool = True) -> int:
     import uvicorn
 
-    from asrserve.app import create_app, model_path
+    from asrserve.app import create_app
     from asrserve.auth.cli import UnsafeStart, refuse_unsafe_start
+    from asrserve.runtime import model_path
 
     model_path(settings)  # fail fast, with a clear message, before binding the port
     try:
@@ -146,7 +158,7 @@ def serve(settings: Settings) -> int:
     except UnsafeStart as exc:
         print(f"asrserve: {exc}", file=sys.stderr)
         return 2
-    app = create_app(settings)
+    app = create_app(settings, inference=inference)
     uvicorn.run(
         app,
         host=settings.host,
@@ -158,14 +170,29 @@ def serve(settings: Settings) -> int:
     return 0
 
 
+def work(settings: Settings) -> int:
+    """A worker node: claims jobs from the shared Redis until SIGTERM, then drains."""
+    import asyncio
+
+    from asrserve.node import run_worker
+    from asrserve.runtime import model_path
+
+    if settings.broker is None:
+        print("asrserve: a worker node needs --broker redis://HOST:PORT/DB", file=sys.stderr)
+        return 2
+    model_path(settings)
+    asyncio.run(run_worker(settings))
+    return 0
+
+
 def transcribe(settings: Settings, files: list[Path], fmt: str, out: Path | None) -> int:
     from tqdm import tqdm
 
-    from asrserve.app import load_engines
     from asrserve.audio.errors import AudioError
     from asrserve.formats import ResponseFormat, render
     from asrserve.jobs.models import TranscriptionOptions
     from asrserve.local import transcribe_file
+    from asrserve.runtime import load_engines
 
     engine = load_engines(settings.model_copy(update={"cpu_workers": 1}))[0]
     options = TranscriptionOptions(beam_size=settings.beam_size)

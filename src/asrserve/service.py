@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from asrserve.audio.errors import AudioError
 from asrserve.auth import quota
 from asrserve.auth.keys import KeyStore
 from asrserve.auth.principal import OPEN, Principal
+from asrserve.backends import Backend
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
 from asrserve.jobs.store import JobStore
@@ -28,21 +30,15 @@ log = logging.getLogger(__name__)
 
 class Service:
     def __init__(
-        self,
-        settings: Settings,
-        store: JobStore,
-        queue: Queue,
-        events: JobEvents,
-        keys: KeyStore,
-        admission: Admission,
-        recorder: TrafficRecorder | None = None,
+        self, settings: Settings, backend: Backend, recorder: TrafficRecorder | None = None
     ) -> None:
         self.settings = settings
-        self.store = store
-        self.queue = queue
-        self.events = events
-        self.keys = keys
-        self.admission = admission
+        self.store: JobStore = backend.store
+        self.queue: Queue = backend.queue
+        self.events: JobEvents = backend.events
+        self.keys: KeyStore = backend.keys
+        self.admission: Admission = backend.admission
+        self.blobs = backend.blobs
         self.recorder = recorder
 
     def new_upload_path(self) -> tuple[str, Path]:
@@ -67,15 +63,11 @@ class Service:
             upload.remove()
             raise ApiError(400, "the uploaded file is empty", param="file", code="empty_file")
         try:
-            duration = await asyncio.to_thread(probe, upload.path, self.settings.max_audio_seconds)
-            if callback_url:
-                check_callback(callback_url, self.settings)
-            self.admission.admit(priority, duration or 0.0)
-            await quota.charge(self.keys, principal, duration or 0.0)
+            duration = await self._admit(upload.path, priority, callback_url, principal)
         except AudioError as exc:
             upload.remove()
             raise ApiError(exc.status, exc.message, param="file", code=exc.code) from exc
-        except ApiError:
+        except BaseException:
             upload.remove()
             raise
         job = Job(
@@ -83,16 +75,26 @@ class Service:
             priority=priority,
             options=options,
             filename=upload.filename,
-            audio_path=str(upload.path),
             audio_bytes=upload.size,
             audio_duration=duration,
             callback_url=callback_url,
             deadline_at=None if deadline_s is None else time.time() + deadline_s,
             owner=principal.owner,
         )
-        await self.store.create(job)
+        try:
+            job = job.model_copy(
+                update={"audio_path": await self.blobs.keep(job_id, upload.path, upload.size)}
+            )
+            await self.store.create(job)
+        except BaseException:  # nothing stored: nothing may stay behind
+            upload.remove()
+            with contextlib.suppress(Exception):  # Redis may be what failed
+                await asyncio.shield(self.blobs.delete(job.audio_path))
+            raise
+        # Were this put lost (a crash, the broker gone), the job is still unfinished in the
+        # store and is queued again when a worker next starts.
         await self.queue.put(job.id, priority)
-        self.admission.added(priority, duration or 0.0)
+        await self.admission.added(priority, duration or 0.0)
         if self.recorder is not None:
             self.recorder.arrival(job)
         log.info(
@@ -106,6 +108,17 @@ class Service:
             },
         )
         return job
+
+    async def _admit(
+        self, path: Path, priority: Priority, callback_url: str | None, principal: Principal
+    ) -> float | None:
+        """The probed duration, once the request fits the limits and the caller's quota."""
+        duration = await asyncio.to_thread(probe, path, self.settings.max_audio_seconds)
+        if callback_url:
+            check_callback(callback_url, self.settings)
+        await self.admission.admit(priority, duration or 0.0)
+        await quota.charge(self.keys, principal, duration or 0.0)
+        return duration
 
     async def wait(self, job_id: str, timeout: float) -> Job | None:
         """The job once finished, or as it stands when ``timeout`` passes."""
@@ -125,7 +138,7 @@ class Service:
         """Cancel a job that has not finished; returns None if there is no such job."""
         job = await self.store.cancel(job_id)
         if job is not None:
-            self.admission.finished(job)
+            await self.admission.finished(job)
             self.events.cancelled(job_id)
             return job
         return await self.store.get(job_id)

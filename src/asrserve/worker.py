@@ -19,18 +19,18 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
 from asrserve.audio.chunk import restore
 from asrserve.audio.errors import AudioError
 from asrserve.audio.features import prepare
+from asrserve.backends import Backend
 from asrserve.batching.scheduler import DeadlineExceeded, Scheduler
+from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.engine.base import Engine
-from asrserve.events import JobEvents
+from asrserve.events import Finished
 from asrserve.jobs.models import Job, JobError, Priority
-from asrserve.jobs.store import JobStore
-from asrserve.queue.base import Delivery, Queue
+from asrserve.queue.base import Delivery
 from asrserve.settings import BatchPolicy, Settings
 from asrserve.transcript import Transcript
 
@@ -40,7 +40,7 @@ CLAIM_BLOCK_S = 5.0
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 30.0
 # What a store or queue raises while its storage fails (and may come back): retried.
-TRANSIENT_ERRORS = (OSError, sqlite3.OperationalError)
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.OperationalError, *REDIS_ERRORS)
 T = TypeVar("T")
 
 
@@ -59,25 +59,25 @@ class Worker:
     def __init__(
         self,
         settings: Settings,
-        store: JobStore,
-        queue: Queue,
+        backend: Backend,
         scheduler: Scheduler,
-        events: JobEvents,
         features: Engine,
         lanes: list[Lane],
-        on_finished: Callable[[Job], None] = lambda job: None,
+        on_finished: Callable[[Job], Awaitable[None]],
     ) -> None:
         self._settings = settings
-        self._store = store
-        self._queue = queue
+        self._store = backend.store
+        self._queue = backend.queue
+        self._blobs = backend.blobs
+        self._events = backend.events
         self._scheduler = scheduler
-        self._events = events
         self._features = features
         self._lanes = lanes
         self._on_finished = on_finished
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._deliveries: dict[str, Delivery] = {}
         self._user_cancelled: set[str] = set()
-        events.on_cancel(self.cancel)
+        backend.events.on_cancel(self.cancel)
 
     @property
     def in_flight(self) -> int:
@@ -98,12 +98,24 @@ class Worker:
                 continue
             limits = dict.fromkeys(lane.priorities, free)
             claim = functools.partial(self._queue.get, limits, CLAIM_BLOCK_S)
-            claimed = await self._durably("claim", claim)
+            claimed = await self.durably("claim", claim)
             for delivery in claimed:
                 lane.in_flight += 1
+                self._deliveries[delivery.job_id] = delivery
                 task = asyncio.create_task(self._handle(delivery, lane), name=delivery.job_id)
                 self._tasks[delivery.job_id] = task
                 task.add_done_callback(functools.partial(self._done, delivery.job_id, lane))
+
+    async def heartbeat(self) -> None:
+        """Renew the lease on every entry in flight, a third of a lease apart, so that no
+        other node reclaims a job this one is still working on."""
+        period = self._settings.lease_s / 3
+        while True:
+            await asyncio.sleep(period)  # a lease timer: there is no event to wait on
+            try:
+                await self._queue.extend(list(self._deliveries.values()))
+            except TRANSIENT_ERRORS as exc:
+                log.warning("lease renewal failed (%s)", exc)
 
     async def drain(self, grace: float) -> None:
         """Second shutdown phase: let in-flight jobs finish for ``grace`` s, then cancel them.
@@ -131,12 +143,13 @@ class Worker:
             # is handed out again at the next start.
             log.error("job %s: worker error", job_id, exc_info=task.exception())
         self._tasks.pop(job_id, None)
+        self._deliveries.pop(job_id, None)
         self._user_cancelled.discard(job_id)
         lane.in_flight -= 1
         if lane.slot_freed is not None:
             lane.slot_freed.set()
 
-    async def _durably(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
+    async def durably(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
         """Run a store or queue operation, retrying with backoff while storage is failing
         (a full disk, a read-only or unreachable database). The job's state stays in
         memory meanwhile: nothing accepted is lost, nothing is done twice."""
@@ -150,26 +163,20 @@ class Worker:
                 delay = min(delay * 2, RETRY_MAX_S)
 
     async def _handle(self, delivery: Delivery, lane: Lane) -> None:
-        job = await self._durably("read", lambda: self._store.get(delivery.job_id))
+        job = await self.durably("read", lambda: self._store.get(delivery.job_id))
         if job is None or job.status.finished:
-            await self._durably("ack", lambda: self._queue.ack(delivery))
+            await self.durably("ack", lambda: self._queue.ack(delivery))
             return
         if delivery.deliveries > self._settings.max_attempts:
-            error = JobError(
-                status=500,
-                code="too_many_attempts",
-                message=f"the job was started {delivery.deliveries - 1} times and never finished",
-            )
-            failed = await self._durably("store", lambda: self._store.fail(job.id, error))
-            await self._conclude(delivery, failed)
+            await self._give_up(delivery)
             return
-        started = await self._durably("start", lambda: self._store.start(job.id))
+        started = await self.durably("start", lambda: self._store.start(job.id))
         if started is None:
-            await self._durably("ack", lambda: self._queue.ack(delivery))
+            await self.durably("ack", lambda: self._queue.ack(delivery))
             return
         try:
             result = await self._run(started, lane.preprocess)
-            outcome = await self._durably("store", lambda: self._store_result(job.id, result))
+            outcome = await self.durably("store", lambda: self._store_result(job.id, result))
         except asyncio.CancelledError:
             if job.id in self._user_cancelled:
                 await self._queue.ack(delivery)
@@ -178,6 +185,22 @@ class Worker:
                     await asyncio.shield(self._queue.release(delivery))
             raise
         await self._conclude(delivery, outcome)
+
+    async def _give_up(self, delivery: Delivery) -> None:
+        """A job that was handed out too often without finishing (it crashed or hung its
+        worker each time) is failed and dead-lettered, so that it stops taking workers down."""
+        attempts = delivery.deliveries - 1
+        error = JobError(
+            status=500,
+            code="too_many_attempts",
+            message=f"the job was started {attempts} times and never finished",
+        )
+        failed = await self.durably("store", lambda: self._store.fail(delivery.job_id, error))
+        reason = f"{attempts} deliveries without finishing"
+        await self.durably("dead-letter", lambda: self._queue.dead_letter(delivery, reason))
+        log.error("job %s dead-lettered: %s", delivery.job_id, reason)
+        if failed is not None:
+            await self._finished(failed)
 
     async def _store_result(self, job_id: str, result: Transcript | JobError) -> Job | None:
         if isinstance(result, JobError):
@@ -205,28 +228,32 @@ class Worker:
         return error
 
     async def _conclude(self, delivery: Delivery, outcome: Job | None) -> None:
-        await self._durably("ack", lambda: self._queue.ack(delivery))
+        await self.durably("ack", lambda: self._queue.ack(delivery))
         if outcome is not None:
             log.info("job %s", outcome.status.value, extra=_job_fields(outcome))
-            self._events.finished(outcome.id)
-            self._on_finished(outcome)
+            await self._finished(outcome)
+
+    async def _finished(self, job: Job) -> None:
+        self._events.finished(Finished(job.id, job.batch_id, bool(job.callback_url)))
+        await self.durably("finish", lambda: self._on_finished(job))
 
     async def _transcribe(self, job: Job, preprocess: Executor) -> Transcript:
         settings = self._settings
         whole = settings.batch_policy is BatchPolicy.NONE
         loop = asyncio.get_running_loop()
-        prepared = await loop.run_in_executor(
-            preprocess,
-            functools.partial(
-                prepare,
-                Path(job.audio_path),
-                self._features,
-                max_seconds=settings.max_audio_seconds,
-                vad=settings.vad_filter,
-                whole=whole,
-                windows=settings.windows,
-            ),
-        )
+        async with self._blobs.local(job.audio_path) as audio:
+            prepared = await loop.run_in_executor(
+                preprocess,
+                functools.partial(
+                    prepare,
+                    audio,
+                    self._features,
+                    max_seconds=settings.max_audio_seconds,
+                    vad=settings.vad_filter,
+                    whole=whole,
+                    windows=settings.windows,
+                ),
+            )
         deadline = None
         if job.deadline_at is not None:  # wall clock → the scheduler's monotonic clock
             deadline = self._scheduler.clock.now() + (job.deadline_at - time.time())

@@ -1,15 +1,17 @@
-"""One contract per protocol, run against every backend (SQLite today)."""
+"""One contract per protocol, run against every backend (SQLite and Redis)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import pytest
+import redis.asyncio as aioredis
 
 from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus, new_job_id
+from asrserve.jobs.redis import RedisJobStore
 from asrserve.jobs.sqlite import SCHEMA, SqliteJobStore
 from asrserve.jobs.store import JobStore
 from asrserve.queue.base import Queue
@@ -20,11 +22,10 @@ from asrserve.transcript import Segment, Transcript
 T = TypeVar("T")
 
 
-def sync(coro: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await coro
+class Run(Protocol):
+    """The ``run`` fixture: runs a coroutine on the test's one event loop."""
 
-    return asyncio.run(main())
+    def __call__(self, coro: Awaitable[T], /) -> T: ...
 
 
 def transcript() -> Transcript:
@@ -48,68 +49,68 @@ class JobStoreContract:
     def store(self) -> JobStore:
         raise NotImplementedError
 
-    def test_create_get_roundtrip(self, store: JobStore) -> None:
+    def test_create_get_roundtrip(self, store: JobStore, run: Run) -> None:
         job = Job(id=new_job_id(), filename="a.wav", callback_url="http://example.test/x")
-        sync(store.create(job))
-        assert sync(store.get(job.id)) == job
-        assert sync(store.get("job_missing")) is None
+        run(store.create(job))
+        assert run(store.get(job.id)) == job
+        assert run(store.get("job_missing")) is None
 
-    def test_result_is_stored_exactly_once(self, store: JobStore) -> None:
+    def test_result_is_stored_exactly_once(self, store: JobStore, run: Run) -> None:
         job = Job(id=new_job_id())
-        sync(store.create(job))
-        started = sync(store.start(job.id))
+        run(store.create(job))
+        started = run(store.start(job.id))
         assert started is not None and started.status is JobStatus.RUNNING
         assert started.attempts == 1
-        done = sync(store.succeed(job.id, transcript()))
+        done = run(store.succeed(job.id, transcript()))
         assert done is not None and done.result is not None and done.result.text == "hi"
-        assert sync(store.succeed(job.id, transcript())) is None  # second completion: no-op
-        assert sync(store.fail(job.id, JobError(status=500, code="x", message="y"))) is None
-        assert sync(store.start(job.id)) is None
-        stored = sync(store.get(job.id))
+        assert run(store.succeed(job.id, transcript())) is None  # second completion: no-op
+        assert run(store.fail(job.id, JobError(status=500, code="x", message="y"))) is None
+        assert run(store.start(job.id)) is None
+        stored = run(store.get(job.id))
         assert stored is not None and stored.status is JobStatus.SUCCEEDED
 
-    def test_cancel_only_unfinished(self, store: JobStore) -> None:
+    def test_cancel_only_unfinished(self, store: JobStore, run: Run) -> None:
         job = Job(id=new_job_id())
-        sync(store.create(job))
-        cancelled = sync(store.cancel(job.id))
+        run(store.create(job))
+        cancelled = run(store.cancel(job.id))
         assert cancelled is not None and cancelled.status is JobStatus.CANCELLED
-        assert sync(store.cancel(job.id)) is None
-        assert sync(store.succeed(job.id, transcript())) is None
+        assert run(store.cancel(job.id)) is None
+        assert run(store.succeed(job.id, transcript())) is None
 
-    def test_page_newest_first_with_cursor_and_filter(self, store: JobStore) -> None:
+    def test_page_newest_first_with_cursor_and_filter(self, store: JobStore, run: Run) -> None:
         ids = []
         for n in range(5):
             job = Job(id=f"job_{n:04d}")
-            sync(store.create(job))
+            run(store.create(job))
             ids.append(job.id)
-        sync(store.cancel(ids[1]))
-        first = sync(store.page(limit=2))
+        run(store.cancel(ids[1]))
+        first = run(store.page(limit=2))
         assert [j.id for j in first] == [ids[4], ids[3]]
-        second = sync(store.page(limit=2, after=first[-1].id))
+        second = run(store.page(limit=2, after=first[-1].id))
         assert [j.id for j in second] == [ids[2], ids[1]]
-        assert [j.id for j in sync(store.page(status=JobStatus.CANCELLED))] == [ids[1]]
-        assert {j.id for j in sync(store.unfinished())} == set(ids) - {ids[1]}
+        assert [j.id for j in run(store.page(status=JobStatus.CANCELLED))] == [ids[1]]
+        assert {j.id for j in run(store.unfinished())} == set(ids) - {ids[1]}
 
-    def test_webhooks_pending_and_recorded(self, store: JobStore) -> None:
+    def test_webhooks_pending_and_recorded(self, store: JobStore, run: Run) -> None:
         job = Job(id=new_job_id(), callback_url="http://example.test/hook")
-        sync(store.create(job))
-        sync(store.succeed(job.id, transcript()))
-        assert [j.id for j in sync(store.webhooks_pending())] == [job.id]
-        sync(store.record_webhook(job.id, WebhookStatus.DELIVERED, None))
-        assert sync(store.webhooks_pending()) == []
-        stored = sync(store.get(job.id))
+        run(store.create(job))
+        run(store.succeed(job.id, transcript()))
+        assert [j.id for j in run(store.webhooks_pending())] == [job.id]
+        run(store.record_webhook(job.id, WebhookStatus.DELIVERED, None))
+        assert run(store.webhooks_pending()) == []
+        stored = run(store.get(job.id))
         assert stored is not None and stored.webhook_attempts == 1
 
-    def test_audio_expiry(self, store: JobStore) -> None:
+    def test_audio_expiry(self, store: JobStore, run: Run) -> None:
         job = Job(id=new_job_id(), audio_path="/tmp/x")
-        sync(store.create(job))
-        assert sync(store.audio_expired(finished_before=1e18)) == []
-        sync(store.succeed(job.id, transcript()))
-        assert [j.id for j in sync(store.audio_expired(finished_before=1e18))] == [job.id]
-        sync(store.forget_audio(job.id))
-        assert sync(store.audio_expired(finished_before=1e18)) == []
+        run(store.create(job))
+        assert run(store.audio_expired(finished_before=1e18)) == []
+        run(store.succeed(job.id, transcript()))
+        assert [j.id for j in run(store.audio_expired(finished_before=1e18))] == [job.id]
+        run(store.forget_audio(job.id))
+        assert run(store.audio_expired(finished_before=1e18)) == []
 
-    def test_batch_jobs_and_idempotent_create_many(self, store: JobStore) -> None:
+    def test_batch_jobs_and_idempotent_create_many(self, store: JobStore, run: Run) -> None:
         jobs = [Job(id=f"job_b{i}", batch_id="batch_1", owns_audio=False) for i in range(3)]
 
         async def main() -> None:
@@ -133,7 +134,7 @@ class JobStoreContract:
             # a batch item's audio is a stored file: never swept with the job
             assert await store.audio_expired(finished_before=1e18) == []
 
-        sync(main())
+        run(main())
 
 
 class QueueContract:
@@ -225,16 +226,18 @@ class TestSqliteJobStore(JobStoreContract):
     def store(self, database: Database) -> JobStore:
         return SqliteJobStore(database)
 
-    def test_survives_reopen(self, tmp_path: Path) -> None:
+    def test_survives_reopen(self, tmp_path: Path, run: Run) -> None:
         db = Database(tmp_path / "x.db")
         job = Job(id=new_job_id())
-        sync(SqliteJobStore(db).create(job))
+        run(SqliteJobStore(db).create(job))
         db.close()
         db = Database(tmp_path / "x.db")
-        assert sync(SqliteJobStore(db).get(job.id)) == job
+        assert run(SqliteJobStore(db).get(job.id)) == job
         db.close()
 
-    def test_adds_columns_to_a_database_from_an_earlier_version(self, tmp_path: Path) -> None:
+    def test_adds_columns_to_a_database_from_an_earlier_version(
+        self, tmp_path: Path, run: Run
+    ) -> None:
         db = Database(tmp_path / "old.db")
         old_schema = SCHEMA.replace(
             ",\n    batch_id TEXT,\n    owns_audio INTEGER NOT NULL DEFAULT 1", ""
@@ -243,11 +246,11 @@ class TestSqliteJobStore(JobStoreContract):
         db.migrate(old_schema)
         db.run_sync(lambda c: c.execute(OLD_ROW))
         store = SqliteJobStore(db)
-        old = sync(store.get("job_old"))
+        old = run(store.get("job_old"))
         assert old is not None and old.owns_audio and old.batch_id is None
         job = Job(id=new_job_id(), batch_id="batch_1", owns_audio=False)
-        sync(store.create(job))
-        assert sync(store.get(job.id)) == job
+        run(store.create(job))
+        assert run(store.get(job.id)) == job
         db.close()
 
 
@@ -262,3 +265,121 @@ class TestSqliteQueue(QueueContract):
     @pytest.fixture
     def queue_factory(self, database: Database) -> Callable[[], Queue]:
         return lambda: SqliteQueue(database)
+
+
+@pytest.fixture
+def redis_client(redis_url: str, run: Run) -> Iterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    run(client.aclose())
+
+
+class TestRedisJobStore(JobStoreContract):
+    @pytest.fixture
+    def store(self, redis_client: aioredis.Redis) -> JobStore:
+        return RedisJobStore(redis_client, "test", retention_s=100.0)
+
+    def test_create_refuses_an_existing_id(self, store: JobStore, run: Run) -> None:
+        job = Job(id=new_job_id())
+        run(store.create(job))
+        with pytest.raises(ValueError):
+            run(store.create(job.model_copy(update={"filename": "other"})))
+        assert run(store.get(job.id)) == job
+
+    def test_retention_only_once_finished_and_notified(
+        self, store: JobStore, redis_client: aioredis.Redis, run: Run
+    ) -> None:
+        plain, hooked = Job(id="job_1"), Job(id="job_2", callback_url="http://example.test/h")
+        run(store.create_many([plain, hooked]))
+        run(store.start("job_1"))
+        assert run(redis_client.pttl("test:job:job_1")) == -1  # unfinished: never expires
+        run(store.succeed("job_1", transcript()))
+        assert 0 < run(redis_client.pttl("test:job:job_1")) <= 100_000
+        run(store.cancel("job_2"))
+        assert run(redis_client.pttl("test:job:job_2")) == -1  # its webhook is pending
+        run(store.record_webhook("job_2", WebhookStatus.FAILED, "boom"))
+        assert run(redis_client.pttl("test:job:job_2")) > 0
+
+    def test_finished_job_keeps_its_audio_until_swept(
+        self, store: JobStore, redis_client: aioredis.Redis, run: Run
+    ) -> None:
+        run(store.create(Job(id="job_1", audio_path="/tmp/x")))
+        run(store.succeed("job_1", transcript()))
+        assert run(redis_client.pttl("test:job:job_1")) == -1
+        run(store.forget_audio("job_1"))
+        assert run(redis_client.pttl("test:job:job_1")) > 0
+
+    def test_expired_documents_leave_the_indexes(
+        self, store: JobStore, redis_client: aioredis.Redis, run: Run
+    ) -> None:
+        jobs = [Job(id=f"job_{n}", owner="key_a", batch_id="batch_1") for n in range(4)]
+        run(store.create_many(jobs))
+        run(store.succeed("job_2", transcript()))
+        run(redis_client.delete("test:job:job_2", "test:job:job_3"))  # what expiry does
+        assert [j.id for j in run(store.page(limit=2))] == ["job_1", "job_0"]
+        assert run(redis_client.zscore("test:jobs", "job_2")) is None  # pruned while paging
+        assert run(redis_client.zscore("test:jobs", "job_3")) is None
+        assert [j.id for j in run(store.page(owner="key_a"))] == ["job_1", "job_0"]
+        assert [j.id for j in run(store.unfinished())] == ["job_0", "job_1"]
+        assert run(store.batch_counts("batch_1")) == {JobStatus.QUEUED: 2}
+        assert run(redis_client.zcard("test:jobs:batch:batch_1")) == 2
+        assert run(store.update("job_3", lambda j: j)) is None
+
+    def test_concurrent_updates_are_not_lost(self, store: JobStore, run: Run) -> None:
+        run(store.create(Job(id="job_1")))
+
+        def bump(job: Job) -> Job:
+            return job.model_copy(update={"attempts": job.attempts + 1})
+
+        async def worker() -> None:
+            for _ in range(25):
+                await store.update("job_1", bump)
+
+        async def main() -> None:
+            await asyncio.gather(worker(), worker(), worker())
+
+        run(main())
+        stored = run(store.get("job_1"))
+        assert stored is not None and stored.attempts == 75
+
+    def test_page_by_status_and_owner(self, store: JobStore, run: Run) -> None:
+        owners = ["key_a", "key_b", None, "key_a", "key_a"]
+        run(store.create_many([Job(id=f"job_{n}", owner=o) for n, o in enumerate(owners)]))
+        run(store.cancel("job_3"))
+        queued = run(store.page(status=JobStatus.QUEUED, owner="key_a"))
+        assert [j.id for j in queued] == ["job_4", "job_0"]
+        cancelled = run(store.page(status=JobStatus.CANCELLED))
+        assert [j.id for j in cancelled] == ["job_3"]
+        assert [j.id for j in run(store.page(status=JobStatus.QUEUED, limit=2, after="job_4"))] == [
+            "job_2",
+            "job_1",
+        ]
+
+    def test_pages_match_sqlite(self, store: JobStore, database: Database, run: Run) -> None:
+        reference = SqliteJobStore(database)
+        owners = ["key_a", "key_b", None]
+        jobs = [Job(id=f"job_{n:03d}", owner=owners[n % 3]) for n in range(30)]
+        for both in (store, reference):  # the same data, except for the times
+            run(both.create_many(jobs))
+            for n in range(0, 30, 4):
+                run(both.start(jobs[n].id))
+            for n in range(0, 30, 5):
+                run(both.cancel(jobs[n].id))
+        for status in (None, *JobStatus):
+            for owner in (None, *owners):
+                for after in (None, "job_017", "job_000"):
+                    pages = [
+                        run(s.page(status=status, owner=owner, after=after, limit=4))
+                        for s in (store, reference)
+                    ]
+                    got, want = ([(j.id, j.status) for j in page] for page in pages)
+                    assert got == want, (status, owner, after)
+
+    def test_prefixes_keep_deployments_apart(
+        self, store: JobStore, redis_client: aioredis.Redis, run: Run
+    ) -> None:
+        other = RedisJobStore(redis_client, "other")
+        run(store.create(Job(id="job_1")))
+        assert run(other.get("job_1")) is None
+        assert run(other.page()) == [] and run(other.unfinished()) == []
+        assert all(k.startswith(b"test:") for k in run(redis_client.keys("*")))

@@ -11,16 +11,17 @@ import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from asrserve.backends import open_backend
 from asrserve.batching.scheduler import Device, Scheduler, SchedulerConfig
 from asrserve.corpus import Clip
-from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, JobStatus, Priority
-from asrserve.jobs.sqlite import SqliteJobStore
-from asrserve.queue.sqlite import SqliteQueue
 from asrserve.settings import BatchPolicy, Settings
-from asrserve.sqlite import Database
 from asrserve.worker import Lane, Worker
 from tests.fakes import FakeEngine
+
+
+async def _nothing(job: Job) -> None:
+    return None
 
 
 def test_a_poison_chunk_fails_only_its_own_job(corpus: list[Clip], tmp_path: Path) -> None:
@@ -32,14 +33,14 @@ def test_a_poison_chunk_fails_only_its_own_job(corpus: list[Clip], tmp_path: Pat
     ]
 
     async def main(engine: FakeEngine) -> dict[str, Job]:
-        db = Database(tmp_path / "db.sqlite")
-        store, queue, events = SqliteJobStore(db), SqliteQueue(db), JobEvents()
+        backend = open_backend(settings)
+        store, queue, events = backend.store, backend.queue, backend.events
         # the window policy with a long window: the batch goes once all three are pending
         config = SchedulerConfig(BatchPolicy.WINDOW, max_batch_size=len(jobs), max_wait=60.0)
         scheduler = Scheduler([Device("cpu:0", engine)], config)
         pool = ThreadPoolExecutor(2)
         lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 8, pool)]
-        worker = Worker(settings, store, queue, scheduler, events, engine, lanes)
+        worker = Worker(settings, backend, scheduler, engine, lanes, _nothing)
         tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(worker.run())]
         with contextlib.ExitStack() as stack:
             waits = [stack.enter_context(events.subscribe(job.id)) for job in jobs]
@@ -53,7 +54,7 @@ def test_a_poison_chunk_fails_only_its_own_job(corpus: list[Clip], tmp_path: Pat
         scheduler.close()
         pool.shutdown()
         done = {j.id: await store.get(j.id) for j in jobs}
-        db.close()
+        await backend.aclose()
         return {k: v for k, v in done.items() if v is not None}
 
     poison = clips[1]

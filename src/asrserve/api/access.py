@@ -15,10 +15,11 @@ from collections.abc import Awaitable, Callable
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from asrserve.api.errors import error_body
+from asrserve.api.errors import broker_unavailable, error_body
 from asrserve.auth.keys import ApiKey, KeyStore, hash_secret
 from asrserve.auth.limits import RateLimiter
 from asrserve.auth.principal import OPEN, Principal
+from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.settings import Settings
 
 ADMIN_PATHS = frozenset({"/metrics", "/v1/scheduler", "/v1/dashboard/stats"})
@@ -33,10 +34,10 @@ def caller(request: Request) -> Principal:
 class AccessControl:
     """The HTTP middleware that authenticates and rate-limits callers."""
 
-    def __init__(self, settings: Settings, keys: KeyStore) -> None:
+    def __init__(self, settings: Settings, keys: KeyStore, limiter: RateLimiter) -> None:
         self._settings = settings
         self._keys = keys
-        self._limiter = RateLimiter()
+        self._limiter = limiter
 
     async def __call__(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -44,6 +45,15 @@ class AccessControl:
         path = request.url.path
         if not self._settings.auth_enabled or not _protected(path):
             return await call_next(request)
+        try:
+            return await self._check(request, call_next, path)
+        except REDIS_ERRORS:  # the key store or the rate limiter is in an unreachable Redis
+            error = broker_unavailable()
+            return _error(error.status, error.message, error.code or "", error.headers)
+
+    async def _check(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]], path: str
+    ) -> Response:
         key = await self._key(request.headers.get("authorization", ""))
         if key is None:
             message = "a valid API key is required: 'Authorization: Bearer <key>'"
@@ -53,7 +63,7 @@ class AccessControl:
             return _error(403, "this route needs an admin key", "admin_required")
         headers: dict[str, str] = {}
         if principal.rate_limit_rpm:
-            wait, left = self._limiter.take(key.id, principal.rate_limit_rpm)
+            wait, left = await self._limiter.take(key.id, principal.rate_limit_rpm)
             headers = {
                 "X-RateLimit-Limit-Requests": str(principal.rate_limit_rpm),
                 "X-RateLimit-Remaining-Requests": str(left),

@@ -60,7 +60,7 @@ async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[s
         raise ApiError(400, message, param="input_file_id", code="invalid_file_purpose")
     path = ctx.service.settings.files_dir / record.id
     requests = await asyncio.to_thread(_count_lines, path)
-    ctx.service.admission.admit(Priority.BATCH, 0.0, count=requests)
+    await ctx.service.admission.admit(Priority.BATCH, 0.0, count=requests)
     now = int(time.time())
     batch = Batch(
         id=new_batch_id(),
@@ -71,7 +71,7 @@ async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[s
         owner=principal.owner,
     )
     await ctx.batches.create(batch)
-    ctx.kick_batches()
+    ctx.service.events.batches_changed()
     return batch.view()
 
 
@@ -109,7 +109,7 @@ async def cancel_batch(batch_id: str, ctx: Ctx, principal: Caller) -> dict[str, 
             return current.view()
         message = f"the batch is {current.status.value}; it can no longer be cancelled"
         raise ApiError(409, message, code="batch_not_cancellable")
-    ctx.kick_batches()
+    ctx.service.events.batches_changed()
     return cancelled.view()
 
 

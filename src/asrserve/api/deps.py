@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +24,15 @@ class ApiContext:
     metrics: Metrics = field(default_factory=Metrics)
     uploads: UploadGate = field(default_factory=UploadGate)  # uploads being received
     model: ModelInfo | None = None  # set once the model is loaded
-    scheduler_view: Callable[[], dict[str, Any]] = field(default=lambda: {})
-    kick_batches: Callable[[], None] = field(default=lambda: None)  # the batch runner's
+    scheduler_view: Callable[[], Awaitable[dict[str, Any]]] = field(default=lambda: _empty())
 
     @property
     def ready(self) -> bool:
         return self.model is not None
+
+
+async def _empty() -> dict[str, Any]:
+    return {}
 
 
 def context(request: Request) -> ApiContext:

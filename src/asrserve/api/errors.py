@@ -11,6 +11,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from asrserve.distributed.connection import REDIS_ERRORS, RETRY_AFTER_S
+
 log = logging.getLogger(__name__)
 
 ERROR_TYPES = {
@@ -75,6 +77,16 @@ def database_error(exc: sqlite3.OperationalError) -> ApiError:
     )
 
 
+def broker_unavailable() -> ApiError:
+    """Redis (the distributed mode's store and queue) cannot be reached: nothing was accepted."""
+    return ApiError(
+        503,
+        "the service's queue (Redis) is unreachable; nothing was accepted, retry later",
+        code="broker_unavailable",
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -100,7 +112,13 @@ def install_error_handlers(app: FastAPI) -> None:
         log.error("database error on %s %s: %s", request.method, request.url.path, exc)
         return await api_error(request, database_error(exc))
 
+    async def broker_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error("redis unreachable on %s %s: %s", request.method, request.url.path, exc)
+        return await api_error(request, broker_unavailable())
+
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(sqlite3.OperationalError, sqlite_error)
+    for redis_error in REDIS_ERRORS:
+        app.add_exception_handler(redis_error, broker_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)

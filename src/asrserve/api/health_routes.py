@@ -28,7 +28,7 @@ async def readyz(ctx: ApiContext = Depends(context)) -> dict[str, str]:  # noqa:
 
 @router.get("/v1/scheduler")
 async def scheduler(ctx: ApiContext = Depends(context)) -> dict[str, Any]:  # noqa: B008
-    return ctx.scheduler_view()
+    return await ctx.scheduler_view()
 
 
 @router.get("/metrics", include_in_schema=False)

@@ -38,10 +38,12 @@ def add_arguments(keys: argparse.ArgumentParser) -> None:
     revoke.add_argument("key", help="key id (key_...) or name")
     for sub in (create, listing, revoke):
         sub.add_argument("--data-dir", type=Path, help="as for serve (ASRSERVE_DATA_DIR)")
+        sub.add_argument("--broker", help="as for serve: the distributed mode's redis:// URL")
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    overrides = {"data_dir": args.data_dir, "broker": args.broker}
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     command: Callable[[KeyStore], Awaitable[int]] = {
         "create": lambda store: _create(store, args),
         "list": _list,
@@ -57,21 +59,37 @@ def refuse_unsafe_start(settings: Settings) -> None:
     if not _with_store(settings, lambda store: store.active()):
         raise UnsafeStart(
             f"auth is on for {settings.host} but there are no API keys in "
-            f"{settings.data_dir}: create one with `asrserve keys create --name NAME "
-            f"--data-dir {settings.data_dir}` (or bind to 127.0.0.1, or set --auth off)"
+            f"{settings.broker or settings.data_dir}: create one with `asrserve keys create "
+            f"--name NAME {_where(settings)}` (or bind to 127.0.0.1, or set --auth off)"
         )
 
 
+def _where(settings: Settings) -> str:
+    if settings.broker:
+        return f"--broker {settings.broker}"
+    return f"--data-dir {settings.data_dir}"
+
+
 def _with_store(settings: Settings, command: Callable[[KeyStore], Awaitable[T]]) -> T:
+    return asyncio.run(_call(command, settings))
+
+
+async def _call(command: Callable[[KeyStore], Awaitable[T]], settings: Settings) -> T:
+    """The key store of the mode ``serve`` would run in: SQLite, or the shared Redis."""
+    if settings.broker is not None:
+        from asrserve.auth.redis import RedisKeyStore
+        from asrserve.distributed.connection import connect
+
+        client = connect(settings.broker)
+        try:
+            return await command(RedisKeyStore(client, settings.redis_prefix))
+        finally:
+            await client.aclose()
     db = Database(settings.db_path)
     try:
-        return asyncio.run(_call(command, SqliteKeyStore(db)))
+        return await command(SqliteKeyStore(db))
     finally:
         db.close()
-
-
-async def _call(command: Callable[[KeyStore], Awaitable[T]], store: KeyStore) -> T:
-    return await command(store)
 
 
 async def _create(store: KeyStore, args: argparse.Namespace) -> int:

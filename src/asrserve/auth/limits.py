@@ -18,7 +18,7 @@ class RateLimiter:
         self._clock = clock
         self._buckets: dict[str, _Bucket] = {}
 
-    def take(self, key: str, per_minute: int) -> tuple[float, int]:
+    async def take(self, key: str, per_minute: int) -> tuple[float, int]:
         """Spend one request of ``key``'s budget: (seconds to wait before retrying, 0 when
         allowed; requests left). A bucket holds a minute's worth and refills evenly."""
         now = self._clock()

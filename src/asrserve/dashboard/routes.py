@@ -64,7 +64,7 @@ async def stats(ctx: Ctx) -> dict[str, Any]:
         "time": time.time(),
         "ready": ctx.ready,
         "model": ctx.model.id if ctx.model is not None else None,
-        "scheduler": ctx.scheduler_view(),
+        "scheduler": await ctx.scheduler_view(),
         "latency": latency_summary(jobs),
         "jobs": [job_row(job) for job in jobs[:RECENT_JOBS]],
     }

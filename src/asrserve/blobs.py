@@ -1,0 +1,97 @@
+"""Where a job's audio waits between the node that received it and the worker that runs it.
+
+Embedded, audio stays the file the upload was written to, and a job's ``audio_path`` is
+that path. Distributed, worker nodes may be other machines, so the API node hands the
+audio on after admitting it:
+
+- up to ``redis_blob_max_bytes`` (8 MiB, about 4 min of 16 kHz WAV or hours of compressed
+  audio) it goes into Redis under ``{prefix}:blob:<job id>`` and ``audio_path`` becomes
+  ``redis-blob:<job id>``. Nothing else to mount or share; it costs Redis memory while the
+  job waits (the blob is deleted when the job ends, or after ``audio_retention_s``), and
+  it is exactly as durable as the job record (the same AOF).
+- larger files move to ``shared_dir/audio`` (a directory every node mounts, e.g. NFS), and
+  ``audio_path`` is that path. Without a ``shared_dir`` this is ``data_dir``, which only
+  works for nodes on one machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from asrserve.audio.errors import AudioError
+from asrserve.settings import Settings
+
+REDIS_SCHEME = "redis-blob:"
+
+
+class Blobs:
+    def __init__(self, settings: Settings, client: aioredis.Redis | None = None) -> None:
+        self._settings = settings
+        self._client = client
+
+    async def keep(self, job_id: str, path: Path, size: int) -> str:
+        """Hand an admitted upload on; returns the job's ``audio_path``."""
+        if self._client is None:
+            return str(path)
+        if size <= self._settings.redis_blob_max_bytes:
+            data = await asyncio.to_thread(path.read_bytes)
+            await self._client.set(self._key(job_id), data)
+            await asyncio.to_thread(path.unlink, missing_ok=True)
+            return REDIS_SCHEME + job_id
+        target = self._settings.shared_audio_dir / job_id
+        if target != path:
+            await asyncio.to_thread(_move, path, target)
+        return str(target)
+
+    @contextlib.asynccontextmanager
+    async def local(self, audio_path: str) -> AsyncIterator[Path]:
+        """The audio as a local file for as long as the context lasts."""
+        if not audio_path.startswith(REDIS_SCHEME):
+            yield Path(audio_path)
+            return
+        assert self._client is not None, "a redis blob without a redis client"
+        job_id = audio_path.removeprefix(REDIS_SCHEME)
+        data = await self._client.get(self._key(job_id))
+        if not isinstance(data, bytes):
+            raise AudioError(410, "audio_missing", "the job's audio is no longer stored")
+        local = self._settings.audio_dir / f"{job_id}.{secrets.token_hex(4)}.fetched"
+        await asyncio.to_thread(_write, local, data)
+        try:
+            yield local
+        finally:
+            local.unlink(missing_ok=True)
+
+    async def delete(self, audio_path: str) -> None:
+        if audio_path.startswith(REDIS_SCHEME):
+            if self._client is not None:
+                await self._client.delete(self._key(audio_path.removeprefix(REDIS_SCHEME)))
+            return
+        if audio_path:
+            await asyncio.to_thread(Path(audio_path).unlink, missing_ok=True)
+
+    def _key(self, job_id: str) -> str:
+        return f"{self._settings.redis_prefix}:blob:{job_id}"
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _move(source: Path, target: Path) -> None:
+    """Into the shared directory, durably (a copy when it is another file system)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    shutil.copyfile(source, partial)
+    with partial.open("rb") as handle:
+        os.fsync(handle.fileno())
+    partial.replace(target)
+    source.unlink(missing_ok=True)

@@ -1,0 +1,42 @@
+"""``asrserve worker``: a worker node of the distributed mode, with no HTTP.
+
+It claims jobs from the shared Redis, runs them on its model replicas (one per device)
+and stores the results, until SIGTERM or SIGINT; then it stops claiming, drains what is
+in flight for ``shutdown_grace_s`` and hands back what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from asrserve.backends import open_backend
+from asrserve.metrics import Metrics
+from asrserve.runtime import EngineFactory, load_engines, start_inference
+from asrserve.settings import Settings
+from asrserve.tune.recorder import TrafficRecorder
+
+log = logging.getLogger(__name__)
+
+
+async def run_worker(settings: Settings, engine_factory: EngineFactory = load_engines) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    backend = open_backend(settings)
+    tasks = [asyncio.create_task(run(), name=run.__name__) for run in backend.background]
+    try:
+        inference = await start_inference(
+            settings, backend, engine_factory, Metrics(), TrafficRecorder.from_settings(settings)
+        )
+        log.info("worker node %s ready", backend.node)
+        await stop.wait()
+        log.info("worker node %s stopping: draining in-flight jobs", backend.node)
+        await inference.stop()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await backend.aclose()

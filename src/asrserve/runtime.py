@@ -1,0 +1,220 @@
+"""Inference on this node: model replicas, the scheduler over them, and the worker that
+claims jobs from the queue. Used by the embedded server, by ``serve --workers`` and by
+``asrserve worker`` (a worker node without HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asrserve.api.forms import ModelInfo
+from asrserve.backends import Backend
+from asrserve.batching.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batching.stats import BatchRecord
+from asrserve.engine.base import Engine
+from asrserve.engine.whisper import (
+    EngineConfig,
+    FasterWhisperEngine,
+    bundled_model_path,
+    check_model_dir,
+)
+from asrserve.jobs.models import Job, Priority
+from asrserve.metrics import Metrics
+from asrserve.settings import Settings
+from asrserve.tune.recorder import TrafficRecorder
+from asrserve.worker import Lane, Worker
+
+log = logging.getLogger(__name__)
+
+EngineFactory = Callable[[Settings], Sequence[Engine]]
+MULTILINGUAL_VOCABULARY = 51865  # Whisper's English-only models have one token less
+
+
+def model_path(settings: Settings) -> Path:
+    return check_model_dir(settings.model or bundled_model_path())
+
+
+def model_id(settings: Settings) -> str:
+    return settings.model_id or ("tiny.en" if settings.model is None else model_path(settings).name)
+
+
+def read_model_info(settings: Settings) -> ModelInfo:
+    """What the API validates requests against, read from the model directory without
+    loading the model (an API node that runs no inference)."""
+    path = model_path(settings)
+    vocabulary = path / "vocabulary.txt"
+    if vocabulary.is_file():
+        with vocabulary.open("rb") as handle:
+            size = sum(1 for _ in handle)
+    else:
+        import json
+
+        size = len(json.loads((path / "vocabulary.json").read_text(encoding="utf-8")))
+    return ModelInfo(model_id(settings), size >= MULTILINGUAL_VOCABULARY, settings.beam_size)
+
+
+def resolve_device(settings: Settings) -> str:
+    if settings.device != "auto":
+        return settings.device
+    import ctranslate2
+
+    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+
+
+def load_engines(settings: Settings) -> list[Engine]:
+    """One replica per CUDA device index, or ``cpu_workers`` replicas sharing the cores."""
+    path = model_path(settings)
+    device = resolve_device(settings)
+    compute = settings.compute_type
+    if compute == "default":
+        compute = "float16" if device == "cuda" else "int8"
+    if device == "cuda":
+        slots = [(index, 0) for index in settings.device_index]
+    else:
+        threads = settings.cpu_threads or max(1, (os.cpu_count() or 1) // settings.cpu_workers)
+        slots = [(0, threads)] * settings.cpu_workers
+    return [
+        FasterWhisperEngine(EngineConfig(path, model_id(settings), device, index, compute, threads))
+        for index, threads in slots
+    ]
+
+
+@dataclass
+class Inference:
+    """Everything inference runs on this node, so it can be stopped in order."""
+
+    settings: Settings
+    model: ModelInfo
+    scheduler: Scheduler
+    worker: Worker
+    executors: list[ThreadPoolExecutor]
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    def view(self) -> dict[str, Any]:
+        settings, scheduler = self.settings, self.scheduler
+        return {
+            "policy": settings.batch_policy.value,
+            "max_batch_size": settings.max_batch_size,
+            "max_wait_ms": settings.max_wait_ms,
+            "devices": [d.name for d in scheduler.devices],
+            "encoder_window": settings.encoder_window.value,
+            "encoder_windows_s": list(settings.windows),
+            "pending_chunks": scheduler.pending_count(),
+            "pending_by_window": scheduler.pending_by_window(),
+            "jobs_in_flight": self.worker.in_flight,
+            **scheduler.stats.snapshot(),
+        }
+
+    async def stop(self) -> None:
+        """Two phases: stop claiming; drain in-flight jobs for the grace period, then cancel
+        what is left (it goes back to the queue)."""
+        self.tasks["worker"].cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.tasks["worker"]
+        await self.worker.drain(self.settings.shutdown_grace_s)
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        self.scheduler.close()
+        for executor in self.executors:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def start_inference(
+    settings: Settings,
+    backend: Backend,
+    engine_factory: EngineFactory,
+    metrics: Metrics,
+    recorder: TrafficRecorder | None,
+) -> Inference:
+    engines = await asyncio.to_thread(engine_factory, settings)
+    scheduler = _scheduler(settings, engines, metrics, recorder)
+    model = ModelInfo(engines[0].model_id, engines[0].multilingual, settings.beam_size)
+    preprocess = ThreadPoolExecutor(
+        settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
+    )
+    offline = ThreadPoolExecutor(1, thread_name_prefix="preprocess-batch")
+    lanes = [
+        Lane((Priority.INTERACTIVE, Priority.ASYNC), settings.prefetch_jobs, preprocess),
+        Lane((Priority.BATCH,), settings.batch_prefetch_jobs, offline),
+    ]
+
+    async def on_finished(job: Job) -> None:
+        metrics.job_finished(job)
+        await backend.admission.finished(job)
+        if settings.audio_retention_s == 0 and job.audio_path and job.owns_audio:
+            await backend.blobs.delete(job.audio_path)
+
+    worker = Worker(settings, backend, scheduler, engines[0], lanes, on_finished)
+    recovered = await worker.durably("recover", backend.queue.recover)
+    unfinished = await worker.durably("scan", backend.store.unfinished)
+    for priority in Priority:  # a job whose enqueue was lost is queued (puts are idempotent)
+        ids = [job.id for job in unfinished if job.priority is priority]
+        if ids:
+            await worker.durably(
+                "requeue", functools.partial(backend.queue.put_many, ids, priority)
+            )
+    inference = Inference(settings, model, scheduler, worker, [preprocess, offline])
+    inference.tasks = {
+        "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
+        "worker": asyncio.create_task(worker.run(), name="worker"),
+        "heartbeat": asyncio.create_task(worker.heartbeat(), name="heartbeat"),
+    }
+    log.info(
+        "inference ready: %d device(s), policy %s, %d claimed job(s) to recover",
+        len(engines),
+        settings.batch_policy.value,
+        recovered,
+    )
+    return inference
+
+
+def _scheduler(
+    settings: Settings,
+    engines: Sequence[Engine],
+    metrics: Metrics,
+    recorder: TrafficRecorder | None,
+) -> Scheduler:
+    """One scheduler over every replica, reporting each batch to metrics and the recorder."""
+    config = SchedulerConfig(
+        policy=settings.batch_policy,
+        max_batch_size=settings.max_batch_size,
+        max_wait=settings.max_wait_ms / 1000,
+        max_age=settings.max_queue_age_s,
+        offline_priority=Priority.BATCH,
+        offline_holdoff=settings.offline_holdoff_ms / 1000,
+    )
+    kind = resolve_device(settings)
+    indices = settings.device_index if kind == "cuda" else range(len(engines))
+    devices = [Device(f"{kind}:{i}", engine) for i, engine in zip(indices, engines, strict=False)]
+
+    def on_batch(record: BatchRecord) -> None:
+        metrics.observe_batch(record)
+        if recorder is not None:
+            recorder.batch(record)
+
+    scheduler = Scheduler(devices, config, on_batch=on_batch)
+    metrics.watch_scheduler(scheduler.stats)
+    if kind == "cuda":
+        metrics.watch_gpus(settings.device_index)
+    return scheduler
+
+
+async def sweep_audio(settings: Settings, backend: Backend) -> None:
+    """Remove uploaded audio once its job has been finished for ``audio_retention_s``."""
+    period = min(max(settings.audio_retention_s / 4, 1.0), 60.0)
+    while True:
+        cutoff = time.time() - settings.audio_retention_s
+        for job in await backend.store.audio_expired(cutoff):
+            await backend.blobs.delete(job.audio_path)
+            await backend.store.forget_audio(job.id)
+        await asyncio.sleep(period)  # a periodic timer, not a wait for an event
