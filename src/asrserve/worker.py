@@ -16,7 +16,7 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -55,6 +55,45 @@ class Lane:
     slot_freed: asyncio.Event | None = None
 
 
+class Isolation:
+    """Jobs run side by side (shared), or one alone (nothing else on this worker runs
+    meanwhile; new ones wait until it is done)."""
+
+    def __init__(self) -> None:
+        self._changed = asyncio.Condition()
+        self._running = 0
+        self._alone = False
+        self._waiting_alone = 0  # they go first: shared jobs must not starve them
+
+    @contextlib.asynccontextmanager
+    async def shared(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._alone and not self._waiting_alone)
+            self._running += 1
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._running -= 1
+                self._changed.notify_all()
+
+    @contextlib.asynccontextmanager
+    async def alone(self) -> AsyncIterator[None]:
+        async with self._changed:
+            self._waiting_alone += 1
+            try:
+                await self._changed.wait_for(lambda: not self._alone and self._running == 0)
+            finally:
+                self._waiting_alone -= 1
+            self._alone = True
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._alone = False
+                self._changed.notify_all()
+
+
 class Worker:
     def __init__(
         self,
@@ -77,6 +116,7 @@ class Worker:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._deliveries: dict[str, Delivery] = {}
         self._user_cancelled: set[str] = set()
+        self._isolation = Isolation()
         backend.events.on_cancel(self.cancel)
 
     @property
@@ -167,36 +207,43 @@ class Worker:
         if job is None or job.status.finished:
             await self.durably("ack", lambda: self._queue.ack(delivery))
             return
-        if delivery.deliveries > self._settings.max_attempts:
-            await self._give_up(delivery)
+        if job.attempts >= self._settings.max_attempts:
+            await self._give_up(delivery, job.attempts)
             return
-        started = await self.durably("start", lambda: self._store.start(job.id))
-        if started is None:
-            await self.durably("ack", lambda: self._queue.ack(delivery))
-            return
+        # A redelivered job may be what killed its last worker: it runs alone, so that if
+        # it does so again, no other job is charged an attempt for it.
+        redelivered = delivery.deliveries > 1
+        async with self._isolation.alone() if redelivered else self._isolation.shared():
+            started = await self.durably("start", lambda: self._store.start(job.id))
+            if started is None:
+                await self.durably("ack", lambda: self._queue.ack(delivery))
+                return
+            outcome = await self._attempt(delivery, started, lane)
+        await self._conclude(delivery, outcome)
+
+    async def _attempt(self, delivery: Delivery, job: Job, lane: Lane) -> Job | None:
         try:
-            result = await self._run(started, lane.preprocess)
-            outcome = await self.durably("store", lambda: self._store_result(job.id, result))
+            result = await self._run(job, lane.preprocess)
+            return await self.durably("store", lambda: self._store_result(job.id, result))
         except asyncio.CancelledError:
             if job.id in self._user_cancelled:
                 await self._queue.ack(delivery)
-            else:  # shutting down: hand the job back for the next start
+            else:  # shutting down: hand the job back, this attempt not counted
                 with contextlib.suppress(Exception):
+                    await asyncio.shield(self._store.requeue(job.id))
                     await asyncio.shield(self._queue.release(delivery))
             raise
-        await self._conclude(delivery, outcome)
 
-    async def _give_up(self, delivery: Delivery) -> None:
-        """A job that was handed out too often without finishing (it crashed or hung its
+    async def _give_up(self, delivery: Delivery, attempts: int) -> None:
+        """A job that was started too often without finishing (it crashed or hung its
         worker each time) is failed and dead-lettered, so that it stops taking workers down."""
-        attempts = delivery.deliveries - 1
         error = JobError(
             status=500,
             code="too_many_attempts",
             message=f"the job was started {attempts} times and never finished",
         )
         failed = await self.durably("store", lambda: self._store.fail(delivery.job_id, error))
-        reason = f"{attempts} deliveries without finishing"
+        reason = f"started {attempts} times without finishing"
         await self.durably("dead-letter", lambda: self._queue.dead_letter(delivery, reason))
         log.error("job %s dead-lettered: %s", delivery.job_id, reason)
         if failed is not None:

@@ -46,10 +46,11 @@ class Leadership:
             try:
                 if await self._client.set(self._key, self._holder, nx=True, px=self._ttl_ms):
                     await self._lead(duties)
-            except REDIS_ERRORS as exc:
-                log.warning("leadership: redis unreachable (%s)", exc)
-            except Exception:
-                log.exception("the leader's duties failed; competing for the lease again")
+            except Exception as exc:
+                if not _outage(exc):
+                    log.exception("the leader's duties failed; competing for the lease again")
+                else:
+                    log.warning("leadership: redis unreachable (%s)", exc)
             await asyncio.sleep(self._ttl_ms / 3000)  # a lease timer, not a wait for an event
 
     async def _lead(self, duties: Callable[[], Awaitable[None]]) -> None:
@@ -76,3 +77,10 @@ class Leadership:
     async def release(self) -> None:
         with contextlib.suppress(*REDIS_ERRORS):  # else it expires on its own
             await self._client.eval(RELEASE, 1, self._key, self._holder)
+
+
+def _outage(exc: BaseException) -> bool:
+    """Redis was unreachable (the only error, or the only errors of a task group)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_outage(inner) for inner in exc.exceptions)
+    return isinstance(exc, REDIS_ERRORS)

@@ -84,6 +84,19 @@ class JobStore(ABC):
 
         return await self.update(job_id, mutate)
 
+    async def requeue(self, job_id: str) -> Job | None:
+        """running → queued, the attempt not counted (handed back at shutdown)."""
+
+        def mutate(job: Job) -> Job | None:
+            if job.status is not JobStatus.RUNNING:
+                return None
+            attempts = max(job.attempts - 1, 0)
+            return job.model_copy(
+                update={"status": JobStatus.QUEUED, "started_at": None, "attempts": attempts}
+            )
+
+        return await self.update(job_id, mutate)
+
     async def succeed(self, job_id: str, result: Transcript) -> Job | None:
         """Stores the result once: a second completion of the same job is a no-op (None)."""
         return await self._finish(

@@ -1,0 +1,139 @@
+"""A distributed deployment on loopback, as separate processes: redis-server, API nodes
+(``asrserve serve --broker``) and worker nodes (``asrserve worker --broker``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from asrserve.bench.redis_process import RedisProcess
+from asrserve.bench.server import ServerProcess
+
+ROOT = Path(__file__).resolve().parent
+
+
+@dataclass
+class WorkerNode:
+    """``asrserve worker`` (or a test wrapper around it) as a subprocess."""
+
+    data_dir: Path
+    env: dict[str, str]
+    module: str = "asrserve.cli"
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    starts: int = 0
+
+    def start(self) -> WorkerNode:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        self.log_path = self.data_dir / "worker.log"
+        env = {**os.environ, **self.env, "ASRSERVE_DATA_DIR": str(self.data_dir)}
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", self.module, "worker"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT.parent,
+            )
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks run, as in a crash."""
+        if self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.alive:
+            assert self.proc is not None
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log(self) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")
+
+    def finished_jobs(self) -> list[tuple[str, str]]:
+        """(job id, status) of every job this node stored a result for, from its JSON log."""
+        done = []
+        for line in self.log().splitlines():
+            try:
+                record: dict[str, Any] = json.loads(line)
+            except ValueError:
+                continue
+            is_job = str(record.get("msg", "")).startswith("job ") and "job_id" in record
+            if is_job and record.get("status") in ("succeeded", "failed", "cancelled"):
+                done.append((str(record["job_id"]), str(record["status"])))
+        return done
+
+
+@dataclass
+class Cluster:
+    root: Path
+    redis: RedisProcess
+    env: dict[str, str] = field(default_factory=dict)
+    apis: list[ServerProcess] = field(default_factory=list)
+    workers: list[WorkerNode] = field(default_factory=list)
+
+    @property
+    def shared_env(self) -> dict[str, str]:
+        return {
+            "ASRSERVE_BROKER": self.redis.url,
+            "ASRSERVE_SHARED_DIR": str(self.root / "shared"),
+            "ASRSERVE_RECORD_TRAFFIC": "false",
+            "ASRSERVE_CPU_THREADS": "1",
+            "ASRSERVE_WEBHOOK_ALLOW": "127.0.0.1",
+            **self.env,
+        }
+
+    def api(self) -> ServerProcess:
+        node = ServerProcess(self.root / f"api{len(self.apis)}" / "data", env=self.shared_env)
+        self.apis.append(node)
+        return node.start()
+
+    def worker(self, module: str = "asrserve.cli") -> WorkerNode:
+        node = WorkerNode(self.root / f"worker{len(self.workers)}", self.shared_env, module)
+        self.workers.append(node)
+        return node.start()
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.redis.url)
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        for api in self.apis:
+            api.stop()
+
+    def logs(self) -> str:
+        parts = [f"--- {w.data_dir.name}\n{w.log()[-3000:]}" for w in self.workers]
+        parts += [f"--- api {a.port}\n{a.log()}" for a in self.apis]
+        return "\n".join(parts)
+
+
+def wait_until(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)  # watching other processes: nothing to subscribe to
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

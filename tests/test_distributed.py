@@ -1,0 +1,211 @@
+"""The distributed mode as users run it: redis-server, API nodes and worker nodes as
+separate processes on loopback, the real model, real speech."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from asrserve.bench.redis_process import RedisProcess
+from asrserve.corpus import Clip
+from asrserve.wer import wer_one
+from tests.cluster import Cluster, wait_until
+from tests.test_api_e2e import submit_job, wait_job
+
+TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+ENDPOINT = "/v1/audio/transcriptions"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A fresh redis-server (AOF on) per test; nodes are started by the test."""
+    redis = RedisProcess(tmp_path / "redis").start()
+    deployment = Cluster(tmp_path, redis, env={"ASRSERVE_LEASE_S": "3"})
+    try:
+        yield deployment
+    finally:
+        deployment.stop()
+        redis.stop()
+
+
+@pytest.fixture(scope="module")
+def short_clips(corpus: list[Clip]) -> list[Clip]:
+    return sorted((c for c in corpus if c.duration <= 8), key=lambda c: c.duration)[:3]
+
+
+def exactly_once(cluster: Cluster, job_ids: set[str]) -> None:
+    """Every job's result was stored by exactly one worker, once."""
+    stored = Counter(job_id for w in cluster.workers for job_id, _ in w.finished_jobs())
+    assert set(stored) == job_ids, cluster.logs()
+    assert max(stored.values()) == 1, [j for j, n in stored.items() if n > 1]
+
+
+def queue_is_empty(cluster: Cluster) -> bool:
+    client = cluster.client()
+    try:
+        streams = [f"asrserve:q:{name}" for name in ("interactive", "async", "batch")]
+        return all(client.xlen(s) == 0 for s in streams) and not client.hlen("asrserve:queued")
+    finally:
+        client.close()
+
+
+def transcribe(url: str, clip: Clip) -> dict[str, Any]:
+    with clip.path.open("rb") as audio, httpx.Client(base_url=url, timeout=TIMEOUT) as http:
+        response = http.post(ENDPOINT, files={"file": (clip.path.name, audio)})
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def test_two_api_nodes_three_workers_200_requests_exactly_once(
+    cluster: Cluster, short_clips: list[Clip]
+) -> None:
+    apis = [cluster.api(), cluster.api()]
+    for _ in range(3):
+        cluster.worker()
+
+    def one(n: int) -> tuple[str, str, Clip]:
+        api, clip = apis[n % 2], short_clips[n % len(short_clips)]
+        with httpx.Client(base_url=api.url, timeout=TIMEOUT) as http:
+            if n % 4 == 0:  # a quarter synchronous, the rest async jobs
+                with clip.path.open("rb") as audio:
+                    response = http.post(ENDPOINT, files={"file": (clip.path.name, audio)})
+                assert response.status_code == 200, response.text
+                return "", response.json()["text"], clip
+            job = submit_job(http, clip.path)
+            other = apis[(n + 1) % 2]  # read it back through the other API node
+        with httpx.Client(base_url=other.url, timeout=TIMEOUT) as http:
+            done = wait_job(http, job["id"], wait=30)
+        assert done["status"] == "succeeded" and done["attempts"] == 1, done
+        return job["id"], done["result"]["text"], clip
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(one, range(200)))
+    assert len(results) == 200
+    for _, text, clip in results:
+        assert wer_one(clip.text, text) <= 0.25, (clip.text, text)
+    with httpx.Client(base_url=apis[0].url, timeout=TIMEOUT) as http:
+        listed = http.get("/v1/jobs", params={"limit": 100, "status": "succeeded"}).json()
+    assert len(listed["data"]) == 100 and listed["has_more"]
+    stored = Counter(job_id for w in cluster.workers for job_id, _ in w.finished_jobs())
+    assert len(stored) == 200 and set(stored.values()) == {1}, cluster.logs()
+    assert all(len(w.finished_jobs()) > 0 for w in cluster.workers)  # all three took work
+    assert {job_id for job_id, _, _ in results if job_id} <= set(stored)
+    assert queue_is_empty(cluster)
+
+
+def test_kill_9_worker_mid_batch(cluster: Cluster, short_clips: list[Clip]) -> None:
+    api = cluster.api()
+    doomed = cluster.worker()
+    client = openai.OpenAI(base_url=f"{api.url}/v1", api_key="unused", max_retries=0)
+    file_ids = []
+    for clip in short_clips:
+        with clip.path.open("rb") as handle:
+            file_ids.append(client.files.create(file=handle, purpose="audio").id)  # type: ignore[arg-type]
+    lines = [
+        json.dumps(
+            {"custom_id": f"r{i}", "method": "POST", "url": ENDPOINT,
+             "body": {"file": file_ids[i % len(file_ids)]}}
+        )
+        for i in range(36)
+    ]  # fmt: skip
+    requests = cluster.root / "requests.jsonl"
+    requests.write_text("\n".join(lines) + "\n")
+    with requests.open("rb") as handle:
+        input_file = client.files.create(file=handle, purpose="batch")
+    batch = client.batches.create(
+        input_file_id=input_file.id,
+        endpoint=ENDPOINT,  # type: ignore[arg-type]
+        completion_window="24h",
+    )
+
+    def progress() -> int:
+        counts = client.batches.retrieve(batch.id).request_counts
+        return counts.completed if counts is not None else 0
+
+    wait_until(lambda: progress() >= 4, 180, "the batch to be under way")
+    doomed.kill()
+    before = progress()
+    assert before < 36, "the batch finished before the worker could be killed"
+    cluster.worker()
+    wait_until(lambda: client.batches.retrieve(batch.id).status == "completed", 240, "the batch")
+    done = client.batches.retrieve(batch.id)
+    assert done.request_counts is not None
+    assert (done.request_counts.total, done.request_counts.completed) == (36, 36), done
+    assert done.output_file_id is not None
+    output = [json.loads(x) for x in client.files.content(done.output_file_id).text.splitlines()]
+    assert [line["custom_id"] for line in output] == [f"r{i}" for i in range(36)]
+    assert all(line["response"]["status_code"] == 200 for line in output)
+    for i, line in enumerate(output):
+        text = line["response"]["body"]["text"]
+        assert wer_one(short_clips[i % len(short_clips)].text, text) <= 0.25
+    ids = {job_id for w in cluster.workers for job_id, _ in w.finished_jobs()}
+    assert len(ids) == 36
+    exactly_once(cluster, ids)
+    assert queue_is_empty(cluster)
+
+
+def test_redis_restart_with_queued_jobs_and_503_while_down(
+    cluster: Cluster, short_clips: list[Clip]
+) -> None:
+    api = cluster.api()
+    http = httpx.Client(base_url=api.url, timeout=TIMEOUT)
+    jobs = [submit_job(http, short_clips[n % 3].path)["id"] for n in range(12)]  # no worker yet
+    cluster.redis.stop()  # SIGTERM: Redis writes its AOF out and exits
+    with short_clips[0].path.open("rb") as audio:
+        down = http.post("/v1/jobs", files={"file": ("a.wav", audio)})
+    assert down.status_code == 503, down.text
+    assert down.json()["error"]["code"] == "broker_unavailable"
+    assert down.headers["retry-after"] == "5"
+    assert http.get(f"/v1/jobs/{jobs[0]}").status_code == 503
+    assert http.get("/healthz").status_code == 200
+    worker = cluster.worker()  # starts while Redis is down: it backs off and retries
+    cluster.redis.start()
+    for job_id in jobs:
+        done = wait_job(http, job_id, wait=30)
+        assert done["status"] == "succeeded", done
+    assert transcribe(api.url, short_clips[1])["text"].strip()  # the sync path works again
+    exactly_once(cluster, set(jobs) | {j for j, _ in worker.finished_jobs()})
+    http.close()
+
+
+def test_a_job_that_kills_its_worker_every_time_is_dead_lettered(
+    cluster: Cluster, short_clips: list[Clip], tmp_path: Path
+) -> None:
+    cluster.env["ASRSERVE_MAX_ATTEMPTS"] = "2"
+    api = cluster.api()
+    for _ in range(2):
+        cluster.worker(module="tests.crashing_worker")
+    http = httpx.Client(base_url=api.url, timeout=TIMEOUT)
+    poison = tmp_path / "poison.wav"
+    poison.write_bytes(short_clips[0].path.read_bytes())
+    bad = submit_job(http, poison)["id"]
+    good = [submit_job(http, short_clips[n % 3].path)["id"] for n in range(8)]
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # a supervisor: restart the workers that died
+        for worker in cluster.workers:
+            if not worker.alive:
+                worker.start()
+        job = http.get(f"/v1/jobs/{bad}").json()
+        if job["status"] == "failed":
+            break
+        time.sleep(0.3)
+    assert job["status"] == "failed", cluster.logs()
+    assert job["error"]["code"] == "too_many_attempts", job
+    for job_id in good:
+        assert wait_job(http, job_id, wait=30)["status"] == "succeeded"
+    client = cluster.client()
+    dead = client.xrange("asrserve:dead")
+    client.close()
+    assert [entry[b"job_id"].decode() for _, entry in dead] == [bad]
+    assert dead[0][1][b"reason"] == b"started 2 times without finishing"
+    assert sum(w.starts for w in cluster.workers) >= 2 + 2  # each delivery killed a worker
+    http.close()
