@@ -1,0 +1,221 @@
+"""One HTTP contract, two deployments: the embedded server (SQLite, one process) and the
+distributed mode (redis-server, an API node and a worker node as separate processes).
+
+Each test runs against both and expects the same answers: the sync endpoint, async jobs
+with long-polling, cancellation (queued and running), webhooks, the Batch API, priorities,
+API keys and tenant isolation.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from asrserve.bench.redis_process import RedisProcess
+from asrserve.bench.server import ServerProcess
+from asrserve.corpus import Clip
+from asrserve.wer import wer_one
+from tests.cluster import Cluster, wait_until
+from tests.conftest import Receiver
+from tests.test_api_e2e import submit_job, wait_job
+
+TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+ENDPOINT = "/v1/audio/transcriptions"
+ENV = {
+    "ASRSERVE_AUTH": "on",
+    "ASRSERVE_WEBHOOK_ALLOW": "127.0.0.1",
+    "ASRSERVE_WEBHOOK_BACKOFF_S": "0.2",
+    "ASRSERVE_RECORD_TRAFFIC": "false",
+}
+
+
+@dataclass
+class Deployment:
+    mode: str
+    url: str
+    keys_args: list[str]  # where `asrserve keys` finds this deployment's key store
+    admin: str = ""
+    alice: str = ""
+    bob: str = ""
+
+    def key(self, name: str, *flags: str) -> str:
+        command = [sys.executable, "-m", "asrserve.cli", "keys", "create", "--name", name]
+        done = subprocess.run(
+            [*command, *flags, *self.keys_args], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def client(self, secret: str) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {secret}"}
+        return httpx.Client(base_url=self.url, timeout=TIMEOUT, headers=headers)
+
+
+@pytest.fixture(scope="module", params=["embedded", "distributed"])
+def deployment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp(request.param)
+    if request.param == "embedded":
+        server = ServerProcess(root / "data", env=ENV)
+        found = Deployment("embedded", server.url, ["--data-dir", str(server.data_dir)])
+        _with_keys(found)
+        server.start()
+        yield found
+        server.stop()
+        return
+    redis = RedisProcess(root / "redis").start()
+    cluster = Cluster(root, redis, env={**ENV, "ASRSERVE_CPU_THREADS": "2"})
+    found = Deployment("distributed", "", ["--broker", redis.url])
+    _with_keys(found)
+    try:
+        found.url = cluster.api().url
+        cluster.worker()
+        yield found
+    finally:
+        cluster.stop()
+        redis.stop()
+
+
+def _with_keys(deployment: Deployment) -> None:
+    deployment.admin = deployment.key("admin", "--admin")
+    deployment.alice = deployment.key("alice")
+    deployment.bob = deployment.key("bob")
+
+
+@pytest.fixture(scope="module")
+def clips(corpus: list[Clip]) -> list[Clip]:
+    return sorted((c for c in corpus if c.duration <= 10), key=lambda c: c.duration)[:4]
+
+
+def test_sync_endpoint_and_keys(deployment: Deployment, clips: list[Clip]) -> None:
+    anonymous = httpx.post(f"{deployment.url}{ENDPOINT}", timeout=30)
+    assert anonymous.status_code == 401
+    oai = openai.OpenAI(base_url=f"{deployment.url}/v1", api_key=deployment.alice, max_retries=0)
+    for clip in clips[:2]:
+        with clip.path.open("rb") as audio:
+            result = oai.audio.transcriptions.create(
+                model="whisper-1", file=audio, response_format="verbose_json"
+            )
+        assert wer_one(clip.text, result.text) <= 0.25, result.text
+        assert result.duration == pytest.approx(clip.duration, abs=0.1)
+    with deployment.client(deployment.alice) as http:
+        assert http.get("/v1/scheduler").status_code == 403  # admins only
+    with deployment.client(deployment.admin) as http:
+        view = http.get("/v1/scheduler").json()
+    assert view["mode"] == deployment.mode
+
+
+def test_job_lifecycle_and_tenants(deployment: Deployment, clips: list[Clip]) -> None:
+    with deployment.client(deployment.alice) as alice, deployment.client(deployment.bob) as bob:
+        job = submit_job(alice, clips[0].path, response_format="text")
+        assert bob.get(f"/v1/jobs/{job['id']}").status_code == 404
+        done = wait_job(alice, job["id"], wait=30)
+        assert done["status"] == "succeeded" and done["attempts"] == 1, done
+        assert wer_one(clips[0].text, done["result"]["text"]) <= 0.25
+        assert done["audio_duration"] == pytest.approx(clips[0].duration, abs=0.1)
+        srt = alice.get(f"/v1/jobs/{job['id']}/transcript", params={"format": "srt"})
+        assert srt.status_code == 200 and "-->" in srt.text
+        assert alice.delete(f"/v1/jobs/{job['id']}").json() == done  # finished: unchanged
+        listed = alice.get("/v1/jobs", params={"limit": 100}).json()["data"]
+        assert job["id"] in {j["id"] for j in listed}
+        assert job["id"] not in {j["id"] for j in bob.get("/v1/jobs").json()["data"]}
+
+
+def test_cancel_queued_and_running(
+    deployment: Deployment, corpus: list[Clip], clips: list[Clip]
+) -> None:
+    long_clip = corpus[-1]
+    with deployment.client(deployment.alice) as http:
+        running = submit_job(http, long_clip.path)["id"]
+        wait_until(
+            lambda: http.get(f"/v1/jobs/{running}").json()["status"] == "running", 60, "a start"
+        )
+        queued = [submit_job(http, long_clip.path)["id"] for _ in range(2)]
+        cancelled = http.delete(f"/v1/jobs/{queued[-1]}").json()
+        assert cancelled["status"] == "cancelled" and cancelled["result"] is None
+        stopped = http.delete(f"/v1/jobs/{running}").json()
+        assert stopped["status"] == "cancelled", stopped
+        assert wait_job(http, queued[0], wait=60)["status"] == "succeeded"
+        for job_id in (running, queued[-1]):
+            after = http.get(f"/v1/jobs/{job_id}").json()
+            assert after["status"] == "cancelled" and after["result"] is None, after
+        gone = http.get(f"/v1/jobs/{running}/transcript")
+        assert gone.status_code == 409 and gone.json()["error"]["code"] == "job_cancelled"
+
+
+def test_webhook_retried_then_delivered(
+    deployment: Deployment, clips: list[Clip], receiver: tuple[Receiver, str]
+) -> None:
+    record, hook_url = receiver
+    with deployment.client(deployment.alice) as http:
+        job = submit_job(http, clips[1].path, callback_url=hook_url)
+        wait_until(lambda: record.answered_ok(), 60, "a delivered webhook")
+        wait_until(
+            lambda: http.get(f"/v1/jobs/{job['id']}").json()["webhook"]["status"] == "delivered",
+            10,
+            "the delivery to be recorded",
+        )
+    payload = json.loads(record.answered_ok()[0][2])
+    assert payload["id"] == job["id"] and payload["status"] == "succeeded"
+    assert [call[0] for call in record.calls] == [500, 200]  # retried once, sent once
+
+
+def test_batch_api(deployment: Deployment, clips: list[Clip], tmp_path: Path) -> None:
+    oai = openai.OpenAI(base_url=f"{deployment.url}/v1", api_key=deployment.bob, max_retries=0)
+    file_ids = []
+    for clip in clips[:2]:
+        with clip.path.open("rb") as handle:
+            file_ids.append(oai.files.create(file=handle, purpose="audio").id)  # type: ignore[arg-type]
+    lines = [
+        {"custom_id": f"c{i}", "method": "POST", "url": ENDPOINT,
+         "body": {"file": file_ids[i % 2], "response_format": "text"}}
+        for i in range(6)
+    ]  # fmt: skip
+    lines.append({"custom_id": "bad", "method": "POST", "url": ENDPOINT, "body": {"file": "x"}})
+    path = tmp_path / "requests.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    with path.open("rb") as handle:
+        input_file = oai.files.create(file=handle, purpose="batch")
+    batch = oai.batches.create(
+        input_file_id=input_file.id,
+        endpoint=ENDPOINT,  # type: ignore[arg-type]
+        completion_window="24h",
+    )
+    wait_until(lambda: oai.batches.retrieve(batch.id).status == "completed", 180, "the batch")
+    done = oai.batches.retrieve(batch.id)
+    assert done.request_counts is not None
+    assert (done.request_counts.total, done.request_counts.completed) == (7, 6)
+    assert done.output_file_id is not None and done.error_file_id is not None
+    output = [json.loads(x) for x in oai.files.content(done.output_file_id).text.splitlines()]
+    assert [line["custom_id"] for line in output] == [f"c{i}" for i in range(6)]
+    for i, line in enumerate(output):
+        assert wer_one(clips[i % 2].text, line["response"]["body"]) <= 0.25
+    errors = [json.loads(x) for x in oai.files.content(done.error_file_id).text.splitlines()]
+    assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [("bad", 404)]
+    with deployment.client(deployment.alice) as alice:  # another tenant's batch: not there
+        assert alice.get(f"/v1/batches/{batch.id}").status_code == 404
+
+
+def test_interactive_goes_ahead_of_an_async_backlog(
+    deployment: Deployment, clips: list[Clip]
+) -> None:
+    with deployment.client(deployment.alice) as http:
+        backlog = [submit_job(http, clips[-1].path)["id"] for _ in range(12)]
+        started = time.monotonic()
+        with clips[0].path.open("rb") as audio:
+            response = http.post(ENDPOINT, files={"file": (clips[0].path.name, audio)})
+        assert response.status_code == 200, response.text
+        states = [http.get(f"/v1/jobs/{job_id}").json()["status"] for job_id in backlog]
+        assert "queued" in states or "running" in states, (time.monotonic() - started, states)
+        for job_id in backlog:
+            assert wait_job(http, job_id, wait=30)["status"] == "succeeded"
