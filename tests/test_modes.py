@@ -21,7 +21,7 @@ import openai
 import pytest
 
 from asrserve.bench.redis_process import RedisProcess
-from asrserve.bench.server import ServerProcess
+from asrserve.bench.server import ServerProcess, free_port
 from asrserve.corpus import Clip
 from asrserve.wer import wer_one
 from tests.cluster import Cluster, wait_until
@@ -46,6 +46,7 @@ class Deployment:
     admin: str = ""
     alice: str = ""
     bob: str = ""
+    worker_metrics: str = ""  # distributed: the worker node's Prometheus endpoint
 
     def key(self, name: str, *flags: str) -> str:
         command = [sys.executable, "-m", "asrserve.cli", "keys", "create", "--name", name]
@@ -79,7 +80,10 @@ def deployment(
     _with_keys(found)
     try:
         found.url = cluster.api().url
+        port = free_port()
+        cluster.env["ASRSERVE_METRICS_PORT"] = str(port)
         cluster.worker()
+        found.worker_metrics = f"http://127.0.0.1:{port}/metrics"
         yield found
     finally:
         cluster.stop()
@@ -113,6 +117,10 @@ def test_sync_endpoint_and_keys(deployment: Deployment, clips: list[Clip]) -> No
     with deployment.client(deployment.admin) as http:
         view = http.get("/v1/scheduler").json()
     assert view["mode"] == deployment.mode
+    if deployment.worker_metrics:  # a worker node has no API, but has its metrics
+        metrics = httpx.get(deployment.worker_metrics, timeout=10).text
+        assert 'asrserve_jobs_total{outcome="succeeded"}' in metrics
+        assert "asrserve_batch_size_count" in metrics
 
 
 def test_job_lifecycle_and_tenants(deployment: Deployment, clips: list[Clip]) -> None:

@@ -43,6 +43,7 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--broker": ("broker", str, "redis://HOST:PORT/DB: run as a node of a distributed service"),
     "--shared-dir": ("shared_dir", Path, "distributed: a directory every node mounts"),
     "--lease-s": ("lease_s", float, "distributed: reclaim a silent worker's jobs after this"),
+    "--metrics-port": ("metrics_port", int, "worker node: serve Prometheus /metrics on this port"),
     "--log-level": ("log_level", str, "debug, info, warning"),
     "--log-format": ("log_format", str, "json (one object per line) or text"),
 }

@@ -11,6 +11,8 @@ import asyncio
 import logging
 import signal
 
+from prometheus_client import start_http_server
+
 from asrserve.backends import open_backend
 from asrserve.metrics import Metrics
 from asrserve.runtime import EngineFactory, load_engines, start_inference
@@ -27,9 +29,15 @@ async def run_worker(settings: Settings, engine_factory: EngineFactory = load_en
         loop.add_signal_handler(signum, stop.set)
     backend = open_backend(settings)
     tasks = [asyncio.create_task(run(), name=run.__name__) for run in backend.background]
+    metrics = Metrics()
+    exporter = None
+    if settings.metrics_port:  # the scheduler's and jobs' metrics, as an API node has them
+        exporter, _ = start_http_server(
+            settings.metrics_port, settings.host, registry=metrics.registry
+        )
     try:
         inference = await start_inference(
-            settings, backend, engine_factory, Metrics(), TrafficRecorder.from_settings(settings)
+            settings, backend, engine_factory, metrics, TrafficRecorder.from_settings(settings)
         )
         log.info("worker node %s ready", backend.node)
         await stop.wait()
@@ -40,3 +48,5 @@ async def run_worker(settings: Settings, engine_factory: EngineFactory = load_en
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await backend.aclose()
+        if exporter is not None:
+            exporter.shutdown()

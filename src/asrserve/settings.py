@@ -156,6 +156,9 @@ class Settings(BaseSettings):
     result_retention_s: float = Field(
         7 * 86400.0, gt=0, description="Distributed: finished jobs and batches expire after this."
     )
+    metrics_port: int = Field(
+        0, ge=0, le=65535, description="Worker node: serve Prometheus /metrics here (0: off)."
+    )
     redis_prefix: str = Field(
         "asrserve", pattern=r"^[A-Za-z0-9_.-]+$", description="Key prefix (several per Redis)."
     )
