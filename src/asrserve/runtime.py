@@ -143,9 +143,12 @@ async def start_inference(
         settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
     )
     offline = ThreadPoolExecutor(1, thread_name_prefix="preprocess-batch")
+    ahead = settings.max_batch_size * len(engines) if settings.distributed else None
     lanes = [
-        Lane((Priority.INTERACTIVE, Priority.ASYNC), settings.prefetch_jobs, preprocess),
-        Lane((Priority.BATCH,), settings.batch_prefetch_jobs, offline),
+        Lane(
+            (Priority.INTERACTIVE, Priority.ASYNC), settings.prefetch_jobs, preprocess, ahead=ahead
+        ),
+        Lane((Priority.BATCH,), settings.batch_prefetch_jobs, offline, ahead=ahead),
     ]
 
     async def on_finished(job: Job) -> None:

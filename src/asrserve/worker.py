@@ -18,7 +18,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from asrserve.audio.chunk import restore
@@ -51,8 +51,14 @@ class Lane:
     priorities: tuple[Priority, ...]
     capacity: int
     preprocess: Executor
+    # Distributed: claim only while fewer of the lane's chunks than this wait in the
+    # scheduler (counting claimed jobs not decoded yet as one each), so that a worker node
+    # holds what keeps its devices busy and no more: the rest stays in the shared queue
+    # for other nodes. None: claim up to ``capacity`` (embedded: no one else to leave it to).
+    ahead: int | None = None
     in_flight: int = 0
-    slot_freed: asyncio.Event | None = None
+    unsubmitted: set[str] = field(default_factory=set)  # claimed, chunks not yet submitted
+    changed: asyncio.Event = field(default_factory=asyncio.Event)  # a job ended, chunks left
 
 
 class Isolation:
@@ -128,23 +134,31 @@ class Worker:
         await asyncio.gather(*(self._claim(lane) for lane in self._lanes))
 
     async def _claim(self, lane: Lane) -> None:
-        """Keep up to ``lane.capacity`` of the lane's jobs in flight."""
-        lane.slot_freed = asyncio.Event()
+        """Keep up to ``lane.capacity`` of the lane's jobs in flight (see ``Lane.ahead``)."""
+        self._scheduler.on_taken(lane.changed.set)
         while True:
-            free = lane.capacity - lane.in_flight
-            if free <= 0:
-                lane.slot_freed.clear()
-                await lane.slot_freed.wait()
+            lane.changed.clear()
+            room = self._room(lane)
+            if room <= 0:
+                await lane.changed.wait()
                 continue
-            limits = dict.fromkeys(lane.priorities, free)
+            limits = dict.fromkeys(lane.priorities, room)
             claim = functools.partial(self._queue.get, limits, CLAIM_BLOCK_S)
             claimed = await self.durably("claim", claim)
             for delivery in claimed:
                 lane.in_flight += 1
+                lane.unsubmitted.add(delivery.job_id)
                 self._deliveries[delivery.job_id] = delivery
                 task = asyncio.create_task(self._handle(delivery, lane), name=delivery.job_id)
                 self._tasks[delivery.job_id] = task
                 task.add_done_callback(functools.partial(self._done, delivery.job_id, lane))
+
+    def _room(self, lane: Lane) -> int:
+        room = lane.capacity - lane.in_flight
+        if lane.ahead is None:
+            return room
+        waiting = self._scheduler.pending_count(lane.priorities) + len(lane.unsubmitted)
+        return min(room, lane.ahead - waiting)
 
     async def heartbeat(self) -> None:
         """Renew the lease on every entry in flight, a third of a lease apart, so that no
@@ -186,8 +200,8 @@ class Worker:
         self._deliveries.pop(job_id, None)
         self._user_cancelled.discard(job_id)
         lane.in_flight -= 1
-        if lane.slot_freed is not None:
-            lane.slot_freed.set()
+        lane.unsubmitted.discard(job_id)
+        lane.changed.set()
 
     async def durably(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
         """Run a store or queue operation, retrying with backoff while storage is failing
@@ -284,6 +298,10 @@ class Worker:
         self._events.finished(Finished(job.id, job.batch_id, bool(job.callback_url)))
         await self.durably("finish", lambda: self._on_finished(job))
 
+    def _submitted(self, job_id: str) -> None:
+        for lane in self._lanes:
+            lane.unsubmitted.discard(job_id)
+
     async def _transcribe(self, job: Job, preprocess: Executor) -> Transcript:
         settings = self._settings
         whole = settings.batch_policy is BatchPolicy.NONE
@@ -305,13 +323,16 @@ class Worker:
         if job.deadline_at is not None:  # wall clock → the scheduler's monotonic clock
             deadline = self._scheduler.clock.now() + (job.deadline_at - time.time())
         if whole:
-            result: Transcript = await self._scheduler.submit_whole(
+            whole_job = self._scheduler.submit_whole(
                 job.id, job.priority, job.options, prepared.audio, deadline
             )
+            self._submitted(job.id)
+            result: Transcript = await whole_job
             return result
         futures = self._scheduler.submit_chunks(
             job.id, job.priority, job.options, prepared.chunks, deadline
         )
+        self._submitted(job.id)
         try:
             per_chunk = await asyncio.gather(*futures)
         finally:

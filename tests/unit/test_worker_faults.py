@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -67,3 +68,52 @@ def test_a_poison_chunk_fails_only_its_own_job(corpus: list[Clip], tmp_path: Pat
     # one batch of three, then each chunk alone: the poison one is retried once, no more
     assert len(engine.batches[0]) == 3
     assert sorted(len(batch) for batch in engine.batches[1:]) == [1, 1, 1]
+
+
+def test_a_lane_with_ahead_claims_only_what_keeps_the_device_busy(
+    corpus: list[Clip], tmp_path: Path
+) -> None:
+    """Distributed lanes leave the rest of the backlog in the shared queue for other nodes."""
+    clip = min(corpus, key=lambda c: c.duration)
+    settings = Settings(data_dir=tmp_path, encoder_window="full", record_traffic=False)
+
+    async def until(condition: Callable[[], Awaitable[bool]]) -> None:
+        async with asyncio.timeout(30):
+            while not await condition():  # noqa: ASYNC110 (threads change it)
+                await asyncio.sleep(0.02)  # watching threads: nothing to subscribe to
+
+    async def main(engine: FakeEngine) -> None:
+        backend = open_backend(settings)
+        scheduler = Scheduler([Device("cpu:0", engine)], SchedulerConfig(max_batch_size=2))
+        pool = ThreadPoolExecutor(2)
+        lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 32, pool, ahead=2)]
+        worker = Worker(settings, backend, scheduler, engine, lanes, _nothing)
+        tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(worker.run())]
+        jobs = [Job(id=f"job_{i:02d}", audio_path=str(clip.path)) for i in range(10)]
+        await backend.store.create_many(jobs)
+        await backend.queue.put_many([job.id for job in jobs], Priority.ASYNC)
+
+        async def settled() -> bool:  # one batch of 2 on the device, 2 chunks waiting
+            return engine.entered.is_set() and scheduler.pending_count() == 2
+
+        await until(settled)
+        assert worker.in_flight == 4
+        assert (await backend.queue.depth())[Priority.ASYNC] == 6
+        engine.gate.set()
+
+        async def all_done() -> bool:
+            found = [await backend.store.get(job.id) for job in jobs]
+            return all(job is not None and job.status is JobStatus.SUCCEEDED for job in found)
+
+        await until(all_done)
+        assert max(len(batch) for batch in engine.batches) <= 2
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        scheduler.close()
+        pool.shutdown()
+        await backend.aclose()
+
+    engine = FakeEngine()
+    engine.gate.clear()
+    asyncio.run(main(engine))

@@ -17,7 +17,7 @@ import dataclasses
 import itertools
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,6 +129,7 @@ class Scheduler:
         self._on_batch = on_batch
         self._pending: list[WorkItem] = []
         self._arrival = asyncio.Event()
+        self._taken_listeners: list[Callable[[], None]] = []
         self._seq = itertools.count()
         self._batch_ids = itertools.count(1)
         self._selection = Selection(config.max_batch_size, config.max_age, config.offline_priority)
@@ -220,7 +221,17 @@ class Scheduler:
             self._pending = [item for item in self._pending if id(item) not in taken]
             for item in batch:
                 self.stats.queued(item.priority, item.duration, -1)
+            self._signal_taken()
             return batch
+
+    def on_taken(self, listener: Callable[[], None]) -> None:
+        """Called (on the event loop) whenever chunks leave pending: a batch was taken, or
+        chunks whose caller gave up were dropped."""
+        self._taken_listeners.append(listener)
+
+    def _signal_taken(self) -> None:
+        for listener in self._taken_listeners:
+            listener()
 
     def _hold_offline_until(self, head: WorkItem) -> float:
         """When an offline batch headed by ``head`` may start: after ``offline_holdoff`` s of
@@ -264,6 +275,8 @@ class Scheduler:
                 alive.append(item)
                 continue
             self.stats.queued(item.priority, item.duration, -1)
+        if len(alive) < len(self._pending):
+            self._signal_taken()
         self._pending = alive
 
     async def _execute(self, device: Device, batch: list[WorkItem]) -> None:
@@ -349,8 +362,10 @@ class Scheduler:
                 results.append(exc)
         return results
 
-    def pending_count(self) -> int:
-        return len(self._pending)
+    def pending_count(self, priorities: Collection[int] | None = None) -> int:
+        if priorities is None:
+            return len(self._pending)
+        return sum(item.priority in priorities for item in self._pending)
 
     def pending_by_window(self) -> dict[str, int]:
         """Pending chunks per encoder window (seconds): the length-bucket queues."""
