@@ -227,26 +227,28 @@ class Worker:
         # A redelivered job may be what killed its last worker: it runs alone, so that if
         # it does so again, no other job is charged an attempt for it.
         redelivered = delivery.deliveries > 1
-        async with self._isolation.alone() if redelivered else self._isolation.shared():
-            started = await self.durably("start", lambda: self._store.start(job.id))
-            if started is None:
-                await self.durably("ack", lambda: self._queue.ack(delivery))
-                return
-            outcome = await self._attempt(delivery, started, lane)
+        try:
+            async with self._isolation.alone() if redelivered else self._isolation.shared():
+                started = await self.durably("start", lambda: self._store.start(job.id))
+                if started is None:
+                    await self.durably("ack", lambda: self._queue.ack(delivery))
+                    return
+                result = await self._run(started, lane.preprocess)
+                outcome = await self.durably("store", lambda: self._store_result(job.id, result))
+        except asyncio.CancelledError:
+            await self._hand_back(delivery, attempt=job.attempts + 1)
+            raise
         await self._conclude(delivery, outcome)
 
-    async def _attempt(self, delivery: Delivery, job: Job, lane: Lane) -> Job | None:
-        try:
-            result = await self._run(job, lane.preprocess)
-            return await self.durably("store", lambda: self._store_result(job.id, result))
-        except asyncio.CancelledError:
-            if job.id in self._user_cancelled:
-                await self._queue.ack(delivery)
-            else:  # shutting down: hand the job back, this attempt not counted
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self._store.requeue(job.id))
-                    await asyncio.shield(self._queue.release(delivery))
-            raise
+    async def _hand_back(self, delivery: Delivery, *, attempt: int) -> None:
+        """Cancelled: by its user (done with it), or by shutdown: back to the queue, and
+        ``attempt`` not counted if this worker got as far as starting it."""
+        if delivery.job_id in self._user_cancelled:
+            await self._queue.ack(delivery)
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._store.requeue(delivery.job_id, attempt))
+            await asyncio.shield(self._queue.release(delivery))
 
     async def _give_up(self, delivery: Delivery, attempts: int) -> None:
         """A job that was started too often without finishing (it crashed or hung its

@@ -69,6 +69,17 @@ class JobStoreContract:
         stored = run(store.get(job.id))
         assert stored is not None and stored.status is JobStatus.SUCCEEDED
 
+    def test_requeue_takes_back_only_the_latest_attempt(self, store: JobStore, run: Run) -> None:
+        job = Job(id=new_job_id())
+        run(store.create(job))
+        started = run(store.start(job.id))
+        assert started is not None and started.attempts == 1
+        assert run(store.requeue(job.id, 2)) is None  # not this caller's attempt
+        requeued = run(store.requeue(job.id, 1))
+        assert requeued is not None and requeued.status is JobStatus.QUEUED
+        assert requeued.attempts == 0 and requeued.started_at is None
+        assert run(store.requeue(job.id, 0)) is None  # only a running job goes back
+
     def test_cancel_only_unfinished(self, store: JobStore, run: Run) -> None:
         job = Job(id=new_job_id())
         run(store.create(job))

@@ -84,11 +84,13 @@ class JobStore(ABC):
 
         return await self.update(job_id, mutate)
 
-    async def requeue(self, job_id: str) -> Job | None:
-        """running → queued, the attempt not counted (handed back at shutdown)."""
+    async def requeue(self, job_id: str, attempt: int) -> Job | None:
+        """running → queued, ``attempt`` not counted (handed back at shutdown). Nothing
+        changes unless ``attempt`` is the job's latest, so a caller that was cancelled
+        before its start was stored cannot take back another worker's attempt."""
 
         def mutate(job: Job) -> Job | None:
-            if job.status is not JobStatus.RUNNING:
+            if job.status is not JobStatus.RUNNING or job.attempts != attempt:
                 return None
             attempts = max(job.attempts - 1, 0)
             return job.model_copy(
