@@ -50,13 +50,17 @@ class Admission:
             return
         per_job = backlog.audio_s / backlog.jobs if backlog.jobs else audio_s / count
         excess = max(extra_audio, extra_jobs * per_job, 0.0)
-        retry = min(max(math.ceil(excess / (self.throughput() or FALLBACK_THROUGHPUT)), 1), 3600)
+        rate = await self.measured_throughput() or FALLBACK_THROUGHPUT
+        retry = min(max(math.ceil(excess / rate), 1), MAX_RETRY_AFTER_S)
         name = priority.name.lower()
         message = (
             f"the {name} queue is full ({backlog.jobs} jobs, {backlog.audio_s:.0f} s of audio "
             f"waiting); retry in about {retry} s"
         )
         raise ApiError(429, message, code="queue_full", headers={"Retry-After": str(retry)})
+
+    async def measured_throughput(self) -> float | None:
+        return self.throughput()
 
     async def _current(self, priority: Priority) -> Backlog:
         return self._backlog[priority]

@@ -157,8 +157,10 @@ def _view(backend: Backend, local: Inference | None) -> Any:
 
     async def view() -> dict[str, Any]:
         depth = await backend.queue.depth()
+        workers = await backend.registry.alive() if backend.registry is not None else []
         return {
             **(local.view() if local is not None else {"devices": []}),
+            "workers": workers,
             "mode": "distributed" if backend.leader is not None else "embedded",
             "node": backend.node,
             "queue_depth": {p.name.lower(): depth[p] for p in Priority},

@@ -20,6 +20,7 @@ from asrserve.auth.keys import KeyStore
 from asrserve.auth.limits import RateLimiter
 from asrserve.batches.store import BatchStore
 from asrserve.blobs import Blobs
+from asrserve.distributed.registry import WorkerRegistry
 from asrserve.events import JobEvents
 from asrserve.files.store import FileStore
 from asrserve.jobs.store import JobStore
@@ -41,6 +42,7 @@ class Backend:
     limiter: RateLimiter
     blobs: Blobs
     node: str  # this process's name: its queue consumer and lease holder id
+    registry: WorkerRegistry | None = None  # distributed: worker nodes' reports
     background: list[Background] = field(default_factory=list)  # run for the node's life
     leader: Callable[[Background], Awaitable[None]] | None = None  # None: always the leader
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -111,6 +113,7 @@ def _distributed(settings: Settings, url: str) -> Backend:
     node = node_name()
     events = RedisEvents(client, prefix)
     leadership = Leadership(client, f"{prefix}:leader", node, settings.lease_s)
+    registry = WorkerRegistry(client, prefix, settings.lease_s)
 
     async def close() -> None:
         await events.aclose()
@@ -123,10 +126,11 @@ def _distributed(settings: Settings, url: str) -> Backend:
         batches=RedisBatchStore(client, prefix, retention),
         keys=RedisKeyStore(client, prefix),
         events=events,
-        admission=RedisAdmission(settings, client),
+        admission=RedisAdmission(settings, client, registry),
         limiter=RedisRateLimiter(client, prefix),
         blobs=Blobs(settings, client),
         node=node,
+        registry=registry,
         background=[events.listen],
         leader=leadership.run,
         closers=[close],

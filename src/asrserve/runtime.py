@@ -20,6 +20,8 @@ from asrserve.api.forms import ModelInfo
 from asrserve.backends import Backend
 from asrserve.batching.scheduler import Device, Scheduler, SchedulerConfig
 from asrserve.batching.stats import BatchRecord
+from asrserve.distributed.connection import REDIS_ERRORS
+from asrserve.distributed.registry import WorkerRegistry
 from asrserve.engine.base import Engine
 from asrserve.engine.whisper import (
     EngineConfig,
@@ -172,6 +174,9 @@ async def start_inference(
         "worker": asyncio.create_task(worker.run(), name="worker"),
         "heartbeat": asyncio.create_task(worker.heartbeat(), name="heartbeat"),
     }
+    if backend.registry is not None:
+        report = _report(settings, backend.registry, backend.node, inference)
+        inference.tasks["report"] = asyncio.create_task(report, name="report")
     log.info(
         "inference ready: %d device(s), policy %s, %d claimed job(s) to recover",
         len(engines),
@@ -179,6 +184,23 @@ async def start_inference(
         recovered,
     )
     return inference
+
+
+async def _report(
+    settings: Settings, registry: WorkerRegistry, node: str, inference: Inference
+) -> None:
+    """Tell the API nodes what this worker node is doing, a third of a lease apart."""
+    try:
+        while True:
+            view = {**inference.view(), "throughput": inference.scheduler.stats.throughput()}
+            try:
+                await registry.report(node, view)
+            except REDIS_ERRORS as exc:
+                log.warning("worker report failed (%s)", exc)
+            await asyncio.sleep(settings.lease_s / 3)  # a report timer: no event to wait on
+    finally:
+        with contextlib.suppress(*REDIS_ERRORS):
+            await asyncio.shield(registry.forget(node))
 
 
 def _scheduler(

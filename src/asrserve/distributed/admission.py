@@ -15,6 +15,7 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 
 from asrserve.admission import Admission, Backlog
+from asrserve.distributed.registry import WorkerRegistry
 from asrserve.jobs.models import Job, Priority
 from asrserve.settings import Settings
 
@@ -32,10 +33,20 @@ def _fields(priority: Priority) -> tuple[str, str]:
 
 
 class RedisAdmission(Admission):
-    def __init__(self, settings: Settings, client: aioredis.Redis) -> None:
+    def __init__(
+        self, settings: Settings, client: aioredis.Redis, registry: WorkerRegistry | None = None
+    ) -> None:
         super().__init__(settings)
         self._client = client
         self._key = f"{settings.redis_prefix}:admission"
+        self._registry = registry
+
+    async def measured_throughput(self) -> float | None:
+        """Every live worker node's, when this node runs none itself."""
+        local = self.throughput()
+        if local is None and self._registry is not None:
+            return await self._registry.throughput()
+        return local
 
     async def reset(self, jobs: Iterable[Job]) -> None:
         totals = {p: Backlog() for p in Priority}

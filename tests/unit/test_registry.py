@@ -1,0 +1,46 @@
+"""Worker nodes' reports in Redis, and what API nodes make of them."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from asrserve.api.errors import ApiError
+from asrserve.distributed.admission import RedisAdmission
+from asrserve.distributed.connection import connect
+from asrserve.distributed.registry import WorkerRegistry
+from asrserve.jobs.models import Priority
+from asrserve.settings import Settings
+
+Runner = Callable[[Awaitable[Any]], Any]
+
+
+def test_live_reports_stale_ones_dropped_and_throughput_summed(run: Runner, redis_url: str) -> None:
+    client = connect(redis_url)
+    registry = WorkerRegistry(client, "t", lease_s=1.0)
+    run(registry.report("w1", {"devices": ["cuda:0"], "throughput": 40.0}))
+    run(registry.report("w2", {"devices": ["cuda:0"], "throughput": None}))
+    stale = {"node": "w0", "reported_at": time.time() - 10, "throughput": 99.0}
+    run(client.hset("t:workers", "w0", json.dumps(stale)))
+    assert [r["node"] for r in run(registry.alive())] == ["w1", "w2"]
+    assert run(client.hexists("t:workers", "w0")) == 0  # a node that died is forgotten
+    assert run(registry.throughput()) == 40.0
+    run(registry.report("w2", {"throughput": 20.0}))
+    assert run(registry.throughput()) == 60.0
+    run(registry.forget("w1"))
+    run(registry.forget("w2"))
+    assert run(registry.throughput()) is None
+
+    # an API node without inference estimates Retry-After from the workers' throughput
+    settings = Settings(max_queued_jobs=1, redis_prefix="t")
+    admission = RedisAdmission(settings, client, registry)
+    run(admission.added(Priority.ASYNC, 120.0))
+    run(registry.report("w3", {"throughput": 30.0}))
+    with pytest.raises(ApiError) as full:
+        run(admission.admit(Priority.ASYNC, 10.0))
+    assert full.value.headers == {"Retry-After": "4"}  # one 120 s job too many at 30 s/s
+    run(client.aclose())
