@@ -64,6 +64,7 @@ def create_app(
         files=backend.files,
         batches=backend.batches,
         uploads=UploadGate(UploadLimits.from_settings(settings)),
+        broker_ping=backend.ping,
     )
 
     @contextlib.asynccontextmanager

@@ -43,6 +43,7 @@ class Backend:
     blobs: Blobs
     node: str  # this process's name: its queue consumer and lease holder id
     registry: WorkerRegistry | None = None  # distributed: worker nodes' reports
+    ping: Callable[[], Awaitable[object]] | None = None  # distributed: is Redis reachable
     background: list[Background] = field(default_factory=list)  # run for the node's life
     leader: Callable[[Background], Awaitable[None]] | None = None  # None: always the leader
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -131,6 +132,7 @@ def _distributed(settings: Settings, url: str) -> Backend:
         blobs=Blobs(settings, client),
         node=node,
         registry=registry,
+        ping=client.ping,
         background=[events.listen],
         leader=leadership.run,
         closers=[close],

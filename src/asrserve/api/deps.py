@@ -25,6 +25,7 @@ class ApiContext:
     uploads: UploadGate = field(default_factory=UploadGate)  # uploads being received
     model: ModelInfo | None = None  # set once the model is loaded
     scheduler_view: Callable[[], Awaitable[dict[str, Any]]] = field(default=lambda: _empty())
+    broker_ping: Callable[[], Awaitable[object]] | None = None  # distributed: Redis up?
 
     @property
     def ready(self) -> bool:

@@ -9,7 +9,8 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError
+from asrserve.api.errors import ApiError, broker_unavailable
+from asrserve.distributed.connection import REDIS_ERRORS
 
 router = APIRouter()
 
@@ -23,6 +24,11 @@ async def healthz() -> dict[str, str]:
 async def readyz(ctx: ApiContext = Depends(context)) -> dict[str, str]:  # noqa: B008
     if not ctx.ready:
         raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
+    if ctx.broker_ping is not None:
+        try:
+            await ctx.broker_ping()
+        except REDIS_ERRORS:
+            raise broker_unavailable() from None
     return {"status": "ready"}
 
 
