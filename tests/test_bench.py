@@ -133,3 +133,36 @@ def test_bench_soak_short(corpus: list[Clip], tmp_path: Path) -> None:
     assert rss["ok"] and rss["growth_mib"] <= rss["bound_mib"] and rss["max_mib"] >= rss["last_mib"]
     assert rss["baseline_from_s"] == 0 and isinstance(rss["trend_mib_per_h"], float)
     assert len(soak["rss_samples"]) >= 10  # every 2 s over 20 s
+
+
+def test_bench_distributed_scenario(corpus: list[Clip], tmp_path: Path) -> None:
+    """``--distributed``: embedded, then 1 worker node × 2 threads and 2 × 1 behind an API
+    node on a throwaway Redis, and the hop probe; every request answered, report complete."""
+    common, report = bench_command(corpus, tmp_path)
+    flags = ["--distributed", "--concurrency", "2", "--requests", "4", "--hop-probes", "3"]
+    done = subprocess.run(
+        [*common, *flags], capture_output=True, text=True, timeout=280, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "added by the hop: p50" in done.stdout
+    body = json.loads(report.read_text())
+    assert [(r["policy"], r["requests"], r["errors"]) for r in body["runs"]] == [
+        ("embedded 1×2", 4, 0),
+        ("distributed 1×2", 4, 0),
+        ("distributed 2×1", 4, 0),
+    ]
+    assert all(r["audio_s_per_wall_s"] > 0 and r["wer"] <= 0.3 for r in body["runs"])
+    dist = body["distributed"]
+    assert [(s["worker_processes"], s["threads_per_process"]) for s in dist["shapes"]] == [
+        (0, 2),
+        (1, 2),
+        (2, 1),
+    ]
+    ratios = dist["ratios"]["closed loop, 2 client(s)"]
+    assert ratios["2x1_over_1x2"] > 0 and ratios["distributed_1x2_over_embedded"] > 0
+    hop = dist["hop"]
+    assert hop["probes"] == 3
+    for side in (hop["embedded"], hop["distributed_1x2"]):
+        assert (side["requests"], side["errors"]) == (3, 0)
+        assert 0 < side["min_s"] <= side["p50_s"] <= side["p95_s"]
+    assert isinstance(hop["added_p50_s"], float)

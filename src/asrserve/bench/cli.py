@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from asrserve.bench.batch import BatchScenario, batch_report, measure_batch
+from asrserve.bench.distributed import DistributedConfig, distributed_report, measure_distributed
 from asrserve.bench.load import AudioFile, Pattern
 from asrserve.bench.runner import (
     BenchConfig,
@@ -75,6 +76,20 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument(
         "--soak-load", type=_above_zero, default=0.8, help="--soak: share of capacity (0.8)"
     )
+    bench.add_argument(
+        "--distributed",
+        action="store_true",
+        help="distributed mode instead: the embedded server, then an API node with 1 worker "
+        "node × 2 threads and with 2 × 1 thread on one Redis, under the load patterns "
+        "(default --requests: 3 × the files), and a lone request's Redis hop",
+    )
+    bench.add_argument(
+        "--hop-probes",
+        type=_positive,
+        default=30,
+        metavar="N",
+        help="--distributed: sequential requests of a ~5 s clip, per deployment",
+    )
     bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.add_argument("--beam-size", type=int)
@@ -111,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.soak is not None:
         return _soak(args, files, env)
+    if args.distributed:
+        return _distributed(args, files, env)
     config = BenchConfig(
         policies=args.policies.split(","),
         patterns=_patterns(args, len(files)),
@@ -157,6 +174,20 @@ def _soak(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str])
     audio = sum(f.duration for f in files)
     meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
     return run_soak(files, config, args.json, {**meta, "settings": env})
+
+
+def _distributed(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    if args.url is not None:
+        raise SystemExit("asrserve bench: --distributed starts the processes it measures")
+    longer = argparse.Namespace(**{**vars(args), "requests": args.requests or 3 * len(files)})
+    config = DistributedConfig(_patterns(longer, len(files)), env, args.hop_probes)
+    rows, body = measure_distributed(files, config)
+    print(distributed_report(rows, body))
+    if args.json is not None:
+        audio = sum(f.duration for f in files)
+        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
+        write_json(args.json, rows, None, {**meta, "settings": env}, {"distributed": body})
+    return 0
 
 
 def _patterns(args: argparse.Namespace, files: int) -> list[Pattern]:
