@@ -38,6 +38,7 @@ from asrserve.worker import Lane, Worker
 log = logging.getLogger(__name__)
 
 EngineFactory = Callable[[Settings], Sequence[Engine]]
+TRIM_PERIOD_S = 3600.0
 MULTILINGUAL_VOCABULARY = 51865  # Whisper's English-only models have one token less
 
 
@@ -235,11 +236,17 @@ def _scheduler(
 
 
 async def sweep_audio(settings: Settings, backend: Backend) -> None:
-    """Remove uploaded audio once its job has been finished for ``audio_retention_s``."""
+    """Remove uploaded audio once its job has been finished for ``audio_retention_s``, and
+    what the store keeps of jobs older than the longest a job can live plus its retention."""
     period = min(max(settings.audio_retention_s / 4, 1.0), 60.0)
+    oldest = settings.batch_window_s + settings.result_retention_s
+    next_trim = time.monotonic()
     while True:
         cutoff = time.time() - settings.audio_retention_s
         for job in await backend.store.audio_expired(cutoff):
             await backend.blobs.delete(job.audio_path)
             await backend.store.forget_audio(job.id)
+        if time.monotonic() >= next_trim:  # hourly: it scans the per-owner indexes
+            await backend.store.trim(time.time() - oldest)
+            next_trim = time.monotonic() + TRIM_PERIOD_S
         await asyncio.sleep(period)  # a periodic timer, not a wait for an event

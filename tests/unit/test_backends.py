@@ -10,7 +10,15 @@ from typing import Protocol, TypeVar
 import pytest
 import redis.asyncio as aioredis
 
-from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus, new_job_id
+from asrserve.jobs.models import (
+    Job,
+    JobError,
+    JobStatus,
+    Priority,
+    WebhookStatus,
+    new_job_id,
+    new_job_id_at,
+)
 from asrserve.jobs.redis import RedisJobStore
 from asrserve.jobs.sqlite import SCHEMA, SqliteJobStore
 from asrserve.jobs.store import JobStore
@@ -310,6 +318,19 @@ class TestRedisJobStore(JobStoreContract):
         assert run(redis_client.pttl("test:job:job_2")) == -1  # its webhook is pending
         run(store.record_webhook("job_2", WebhookStatus.FAILED, "boom"))
         assert run(redis_client.pttl("test:job:job_2")) > 0
+
+    def test_trim_drops_old_index_entries_and_a_batch_index_expires(
+        self, store: JobStore, redis_client: aioredis.Redis, run: Run
+    ) -> None:
+        old, new = new_job_id_at(1000.0) + "aa", new_job_id_at(5000.0) + "bb"
+        run(store.create_many([Job(id=old, owner="k"), Job(id=new, owner="k")]))
+        assert run(store.trim(created_before=2000.0)) == 2  # all-jobs and the owner's index
+        assert run(redis_client.zrange("test:jobs", 0, -1)) == [new.encode()]
+        assert run(redis_client.zrange("test:jobs:owner:k", 0, -1)) == [new.encode()]
+        batch = [Job(id=f"job_b{n}", batch_id="batch_9") for n in range(2)]
+        run(store.create_many(batch))
+        run(store.succeed("job_b0", transcript()))
+        assert 0 < run(redis_client.pttl("test:jobs:batch:batch_9")) <= 100_000
 
     def test_finished_job_keeps_its_audio_until_swept(
         self, store: JobStore, redis_client: aioredis.Redis, run: Run

@@ -90,3 +90,8 @@ class Job(BaseModel):
 def new_job_id() -> str:
     """Sortable by creation time (ms prefix), unguessable (random suffix)."""
     return f"job_{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
+
+
+def new_job_id_at(created: float) -> str:
+    """The smallest id a job created at ``created`` (epoch seconds) can have."""
+    return f"job_{int(created * 1000):012x}"

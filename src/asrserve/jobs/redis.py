@@ -11,7 +11,9 @@ Key layout (``P`` is the deployment's prefix; every zset member is a job id):
 - ``P:jobs:batch:<batch>``   the jobs of one batch, score 0
 - ``P:jobs:audio``           finished jobs owning audio still on disk, scored by ``finished_at``
 
-Index entries whose document has expired are skipped by readers and removed when found.
+Index entries whose document has expired are skipped by readers and removed when found;
+``trim`` (the leader's retention sweep) drops the entries of jobs created before a cutoff
+from the all-jobs and per-owner indexes, and a batch's index expires with its last job.
 The helpers here (:func:`transact`, :class:`Docs`) serve the other Redis stores too.
 """
 
@@ -25,7 +27,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 
-from asrserve.jobs.models import Job, JobStatus, WebhookStatus
+from asrserve.jobs.models import Job, JobStatus, WebhookStatus, new_job_id_at
 from asrserve.jobs.store import JobStore, Mutation
 
 T = TypeVar("T")
@@ -167,6 +169,8 @@ class RedisJobStore(JobStore):
     def _write(self, pipe: Pipeline, old: Job | None, new: Job) -> None:
         ttl = self._ttl if _expirable(new) else None
         pipe.set(self._docs.key(new.id), new.model_dump_json(), px=ttl)
+        if ttl is not None and new.batch_id is not None:  # outlives the batch's last job
+            pipe.pexpire(f"{self._p}:jobs:batch:{new.batch_id}", ttl)
         indexes = self._indexes(new)
         for index in (self._indexes(old) if old else {}).keys() - indexes.keys():
             pipe.zrem(index, new.id)
@@ -248,6 +252,15 @@ class RedisJobStore(JobStore):
         ids = await zrange(self._client, index, "-inf", f"({finished_before!r}", byscore=True)
         jobs = await self._docs.load(index, sorted(ids))
         return [j for j in jobs if _holds_audio(j) and (j.finished_at or 0) < finished_before]
+
+    async def trim(self, created_before: float) -> int:
+        """Drop index entries of jobs created before ``created_before`` (their documents
+        have expired long since): the all-jobs index and every owner's."""
+        bound = f"({new_job_id_at(created_before)}"
+        removed = int(await self._client.zremrangebylex(f"{self._p}:jobs", "-", bound))
+        async for index in self._client.scan_iter(match=f"{self._p}:jobs:owner:*", count=500):
+            removed += int(await self._client.zremrangebylex(index, "-", bound))
+        return removed
 
     async def batch_counts(self, batch_id: str) -> dict[JobStatus, int]:
         jobs = await self._docs.members(f"{self._p}:jobs:batch:{batch_id}")

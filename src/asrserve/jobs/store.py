@@ -64,6 +64,11 @@ class JobStore(ABC):
             if await self.get(job.id) is None:
                 await self.create(job)
 
+    async def trim(self, created_before: float) -> int:
+        """Retention: drop what is kept of jobs created before ``created_before`` beyond
+        their own expiry (Redis: index entries). Nothing to do in SQLite, which keeps rows."""
+        return 0
+
     async def close(self) -> None:
         return None
 
