@@ -235,3 +235,25 @@ def test_a_stopped_worker_hands_its_jobs_back(cluster: Cluster, short_clips: lis
     exactly_once(cluster, set(jobs))
     assert queue_is_empty(cluster)
     http.close()
+
+
+def test_audio_travels_in_redis_or_through_the_shared_dir(
+    cluster: Cluster, short_clips: list[Clip]
+) -> None:
+    small, large = sorted(short_clips[:2], key=lambda c: c.path.stat().st_size)
+    limit = (small.path.stat().st_size + large.path.stat().st_size) // 2
+    cluster.env["ASRSERVE_REDIS_BLOB_MAX_BYTES"] = str(limit)
+    api = cluster.api()
+    cluster.worker()
+    with httpx.Client(base_url=api.url, timeout=TIMEOUT) as http:
+        in_redis, shared = submit_job(http, small.path)["id"], submit_job(http, large.path)["id"]
+        for job_id, clip in ((in_redis, small), (shared, large)):
+            done = wait_job(http, job_id, wait=30)
+            assert done["status"] == "succeeded", done
+            assert wer_one(clip.text, done["result"]["text"]) <= 0.25
+    client = cluster.client()
+    assert client.get(f"asrserve:blob:{in_redis}") == small.path.read_bytes()
+    assert client.get(f"asrserve:blob:{shared}") is None
+    client.close()
+    assert (cluster.root / "shared" / "audio" / shared).read_bytes() == large.path.read_bytes()
+    assert not list((cluster.root / "api0" / "data" / "audio").iterdir())  # nothing left behind
