@@ -4,10 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,58 +12,14 @@ from typing import Any
 import redis
 
 from asrserve.bench.redis_process import RedisProcess
-from asrserve.bench.server import ServerProcess
-
-ROOT = Path(__file__).resolve().parent
+from asrserve.bench.server import ServerProcess, WorkerProcess
 
 
 @dataclass
-class WorkerNode:
-    """``asrserve worker`` (or a test wrapper around it) as a subprocess."""
+class WorkerNode(WorkerProcess):
+    """A worker node (or a test wrapper around one, ``module``) that the tests can read."""
 
-    data_dir: Path
-    env: dict[str, str]
-    module: str = "asrserve.cli"
-    proc: subprocess.Popen[bytes] | None = None
-    log_path: Path | None = None
-    starts: int = 0
-
-    def start(self) -> WorkerNode:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.starts += 1
-        self.log_path = self.data_dir / "worker.log"
-        env = {**os.environ, **self.env, "ASRSERVE_DATA_DIR": str(self.data_dir)}
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", self.module, "worker"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT.parent,
-            )
-        return self
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown hooks run, as in a crash."""
-        if self.alive:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.alive:
-            assert self.proc is not None
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log(self) -> str:
+    def full_log(self) -> str:
         if self.log_path is None or not self.log_path.exists():
             return ""
         return self.log_path.read_text(errors="replace")
@@ -75,7 +27,7 @@ class WorkerNode:
     def finished_jobs(self) -> list[tuple[str, str]]:
         """(job id, status) of every job this node stored a result for, from its JSON log."""
         done = []
-        for line in self.log().splitlines():
+        for line in self.full_log().splitlines():
             try:
                 record: dict[str, Any] = json.loads(line)
             except ValueError:
@@ -110,10 +62,15 @@ class Cluster:
         self.apis.append(node)
         return node.start()
 
-    def worker(self, module: str = "asrserve.cli") -> WorkerNode:
-        node = WorkerNode(self.root / f"worker{len(self.workers)}", self.shared_env, module)
+    def worker(self, module: str = "asrserve.cli", *, wait: bool = True) -> WorkerNode:
+        """A worker node, once ready (``wait``: it is ready only once Redis answers)."""
+        node = WorkerNode(self.root / f"worker{len(self.workers)}" / "data", self.shared_env)
+        node.module = module
         self.workers.append(node)
-        return node.start()
+        node.spawn()
+        if wait:
+            node.wait_ready(120)
+        return node
 
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis.url)
@@ -125,7 +82,7 @@ class Cluster:
             api.stop()
 
     def logs(self) -> str:
-        parts = [f"--- {w.data_dir.name}\n{w.log()[-3000:]}" for w in self.workers]
+        parts = [f"--- worker {w.port}\n{w.log()[-3000:]}" for w in self.workers]
         parts += [f"--- api {a.port}\n{a.log()}" for a in self.apis]
         return "\n".join(parts)
 

@@ -168,7 +168,7 @@ def test_redis_restart_with_queued_jobs_and_503_while_down(
     assert http.get(f"/v1/jobs/{jobs[0]}").status_code == 503
     assert http.get("/healthz").status_code == 200
     assert http.get("/readyz").status_code == 503  # a load balancer stops sending here
-    worker = cluster.worker()  # starts while Redis is down: it backs off and retries
+    worker = cluster.worker(wait=False)  # starts while Redis is down: backs off, retries
     cluster.redis.start()
     for job_id in jobs:
         done = wait_job(http, job_id, wait=30)

@@ -97,8 +97,10 @@ def test_a_lane_with_ahead_claims_only_what_keeps_the_device_busy(
             return engine.entered.is_set() and scheduler.pending_count() == 2
 
         await until(settled)
-        assert worker.in_flight == 4
-        assert (await backend.queue.depth())[Priority.ASYNC] == 6
+        await asyncio.sleep(0.3)  # time enough to claim more, were the lane to do so
+        # at most one batch of 2 on the device and 2 chunks waiting: the rest is still queued
+        assert worker.in_flight <= 4 and scheduler.pending_count() == 2
+        assert (await backend.queue.depth())[Priority.ASYNC] == 10 - worker.in_flight
         engine.gate.set()
 
         async def all_done() -> bool:

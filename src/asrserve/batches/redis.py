@@ -79,17 +79,7 @@ class RedisBatchStore(BatchStore):
         return await self._docs.get(batch_id)
 
     async def update(self, batch_id: str, mutate: BatchMutation) -> Batch | None:
-        key = self._docs.key(batch_id)
-
-        async def plan(pipe: Pipeline) -> tuple[Batch | None, Writer | None]:
-            raw: Raw | None = await pipe.get(key)
-            old = None if raw is None else Batch.model_validate_json(raw)
-            new = None if old is None else mutate(old)
-            if old is None or new is None:
-                return None, None
-            return new, lambda tx: self._write(tx, old, new)
-
-        return await transact(self._client, [key], plan)
+        return await self._docs.update(batch_id, mutate, self._write)
 
     async def page(
         self, *, limit: int = 20, after: str | None = None, owner: str | None = None

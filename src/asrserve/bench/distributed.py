@@ -12,10 +12,8 @@ Redis (upload → blob → stream → worker → result → pub/sub → API) add
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -29,10 +27,9 @@ import httpx
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.runner import Row, _wer, report, scheduler_delta
-from asrserve.bench.server import ServerProcess
+from asrserve.bench.server import ServerProcess, WorkerProcess
 
 FIELDS = {"model": "whisper-1", "response_format": "json"}
-READY = re.compile(r"worker node \S+ ready")
 EMBEDDED = "embedded 1×2"
 DIST_1X2 = "distributed 1×2"
 DIST_2X1 = "distributed 2×1"
@@ -66,33 +63,6 @@ class DistributedConfig:
     server_env: dict[str, str]  # bench flags (beam size, ...); the CPU split is the shape's
     probes: int = 30  # hop probe: sequential requests after a warm-up of two
     probe_seconds: float = 5.0  # hop probe: the corpus clip closest to this long
-
-
-@dataclass
-class WorkerProcess(ServerProcess):
-    """``asrserve worker`` as a subprocess (no HTTP: ``port`` only names its log file);
-    ready once it logs "worker node … ready"."""
-
-    def start(self, timeout: float = 120.0) -> WorkerProcess:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.data_dir.parent / f"worker-{self.port}.log"
-        env = {**os.environ, **self.env, "ASRSERVE_DATA_DIR": str(self.data_dir)}
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "asrserve.cli", "worker"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited at start:\n{self.log()}")
-            if READY.search(self.log_path.read_text(errors="replace")):
-                return self
-            time.sleep(0.1)  # another process's log file: nothing to subscribe to
-        self.kill()
-        raise RuntimeError(f"worker not ready in {timeout} s:\n{self.log()}")
 
 
 def measure_distributed(

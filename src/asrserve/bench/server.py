@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+WORKER_READY = re.compile(r"worker node \S+ ready")
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -22,17 +25,31 @@ def free_port() -> int:
 
 @dataclass
 class ServerProcess:
+    """``asrserve serve`` (or ``command``) as a subprocess, ready once ``/readyz`` says so."""
+
     data_dir: Path
     env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    module: str = "asrserve.cli"  # what ``python -m`` runs (tests wrap it)
+    command: str = "serve"
+    starts: int = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def start(self, timeout: float = 60.0) -> ServerProcess:
+        self.spawn()
+        return self.wait_ready(timeout)
+
+    def spawn(self) -> ServerProcess:
+        """Start the process without waiting for it to be ready."""
         env = {
             **os.environ,
             **self.env,
@@ -41,26 +58,34 @@ class ServerProcess:
             "ASRSERVE_HOST": "127.0.0.1",
         }
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.data_dir.parent / f"server-{self.port}.log"
+        self.log_path = self.data_dir.parent / f"{self.command}-{self.port}.log"
+        self.starts += 1
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "asrserve.cli", "serve"],
+                [sys.executable, "-m", self.module, self.command],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> ServerProcess:
+        assert self.proc is not None, "spawn() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self.ready():
+                return self
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited at start:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)  # waiting for another process to bind: nothing to subscribe to
+                raise RuntimeError(f"{self.command} exited at start:\n{self.log()}")
+            time.sleep(0.1)  # waiting for another process: nothing to subscribe to
         self.kill()
-        raise RuntimeError(f"server not ready in {timeout} s:\n{self.log()}")
+        raise RuntimeError(f"{self.command} not ready in {timeout} s:\n{self.log()}")
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks run, as in a crash."""
@@ -80,3 +105,15 @@ class ServerProcess:
         if self.log_path is None or not self.log_path.exists():
             return ""
         return self.log_path.read_text(errors="replace")[-4000:]
+
+
+@dataclass
+class WorkerProcess(ServerProcess):
+    """``asrserve worker`` (distributed mode, no HTTP: ``port`` only names its log file),
+    ready once it logs "worker node … ready"."""
+
+    command: str = "worker"
+
+    def ready(self) -> bool:
+        assert self.log_path is not None
+        return WORKER_READY.search(self.log_path.read_text(errors="replace")) is not None

@@ -112,6 +112,26 @@ class Docs(Generic[M]):
                 await self._prune(keys=[index, *map(self.key, missing)], args=missing)
         return found
 
+    async def update(
+        self,
+        doc_id: str,
+        mutate: Callable[[M], M | None],
+        write: Callable[[Pipeline, M, M], None],
+    ) -> M | None:
+        """Atomically apply ``mutate`` to the document; ``write`` queues the new one (and its
+        index changes). The new document, or None when missing or left as it is."""
+        key = self.key(doc_id)
+
+        async def plan(pipe: Pipeline) -> tuple[M | None, Writer | None]:
+            raw: Raw | None = await pipe.get(key)
+            old = None if raw is None else self._parse(raw)
+            new = None if old is None else mutate(old)
+            if old is None or new is None:
+                return None, None
+            return new, lambda tx: write(tx, old, new)
+
+        return await transact(self.client, [key], plan)
+
     async def members(self, index: str) -> list[M]:
         """Every document of ``index``, in id order."""
         return await self.load(index, await zrange(self.client, index, 0, -1))
@@ -206,17 +226,7 @@ class RedisJobStore(JobStore):
         return await self._docs.get(job_id)
 
     async def update(self, job_id: str, mutate: Mutation) -> Job | None:
-        key = self._docs.key(job_id)
-
-        async def plan(pipe: Pipeline) -> tuple[Job | None, Writer | None]:
-            raw: Raw | None = await pipe.get(key)
-            old = None if raw is None else Job.model_validate_json(raw)
-            new = None if old is None else mutate(old)
-            if old is None or new is None:
-                return None, None
-            return new, lambda tx: self._write(tx, old, new)
-
-        return await transact(self._client, [key], plan)
+        return await self._docs.update(job_id, mutate, self._write)
 
     async def page(
         self,
