@@ -120,6 +120,7 @@ def test_sync_endpoint_and_keys(deployment: Deployment, clips: list[Clip]) -> No
     if deployment.mode == "distributed":  # the API node shows the worker nodes' reports
         (worker,) = view["workers"]
         assert worker["devices"] == ["cpu:0"] and worker["policy"] == "greedy", worker
+        assert view["devices"] == [f"{worker['node']}/cpu:0"]  # merged, for the dashboard
     if deployment.worker_metrics:  # a worker node has no API, but has its metrics
         metrics = httpx.get(deployment.worker_metrics, timeout=10).text
         assert 'asrserve_jobs_total{outcome="succeeded"}' in metrics

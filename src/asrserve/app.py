@@ -30,6 +30,7 @@ from asrserve.backends import Backend, open_backend
 from asrserve.batches.models import Batch
 from asrserve.batches.runner import BatchRunner
 from asrserve.dashboard import routes as dashboard_routes
+from asrserve.distributed.registry import merge
 from asrserve.events import Finished
 from asrserve.jobs.models import Priority
 from asrserve.runtime import (
@@ -160,7 +161,7 @@ def _view(backend: Backend, local: Inference | None) -> Any:
         depth = await backend.queue.depth()
         workers = await backend.registry.alive() if backend.registry is not None else []
         return {
-            **(local.view() if local is not None else {"devices": []}),
+            **(local.view() if local is not None else merge(workers)),
             "workers": workers,
             "mode": "distributed" if backend.leader is not None else "embedded",
             "node": backend.node,
