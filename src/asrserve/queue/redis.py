@@ -6,7 +6,8 @@ Key layout (every key starts with ``{prefix}:``):
   entries ``{job: <job id>}``, read through the consumer group ``workers``;
 - ``queued``: hash job id -> stream entry id of its live entry (makes ``put`` idempotent);
 - ``deliveries``: hash job id -> times handed out (reads and reclaims);
-- ``dead``: stream of dead letters ``{job_id, priority, deliveries, reason}``.
+- ``dead``: stream of dead letters ``{job_id, priority, deliveries, reason}``, capped at
+  about the latest 100,000 (``MAXLEN ~``).
 
 Every finished entry is XACKed *and* XDELed, so a stream holds only unfinished work: that is
 why the group is created at ``0`` (not ``$``) — re-created after a NOGROUP (Redis restarted
@@ -81,8 +82,8 @@ return out
 ACK = """
 local live = redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1]
 if live and KEYS[4] then
-  redis.call('XADD', KEYS[4], '*', 'job_id', ARGV[2], 'priority', ARGV[3],
-             'deliveries', ARGV[4], 'reason', ARGV[5])
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', '100000', '*', 'job_id', ARGV[2],
+             'priority', ARGV[3], 'deliveries', ARGV[4], 'reason', ARGV[5])
 end
 redis.call('XACK', KEYS[1], 'workers', ARGV[1])
 redis.call('XDEL', KEYS[1], ARGV[1])
