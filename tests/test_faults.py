@@ -634,6 +634,8 @@ def test_sigterm_drains_in_flight_and_keeps_the_rest(
     print(f"grace 0 s: refused after {refused:.2f} s, exited after {exited:.2f} s")
     rest = jobs_at_rest(data_dir)
     assert rest[ids[1]]["claimed"] == 0 and not rest[ids[1]]["has_result"], rest[ids[1]]
+    # handed back as it was: queued again, the interrupted attempt not counted
+    assert (rest[ids[1]]["status"], rest[ids[1]]["attempts"]) == ("queued", 0), rest[ids[1]]
     assert all(rest[i]["status"] != "succeeded" for i in ids[1:]), rest
 
     third = make_server(data_dir).start()
@@ -645,7 +647,7 @@ def test_sigterm_drains_in_flight_and_keeps_the_rest(
         assert job["status"] == "succeeded", job
         assert wer_one(clips[name].text, job["result"]["text"]) < 0.35, job["result"]["text"]
     rest = jobs_at_rest(data_dir)
-    assert [rest[i]["attempts"] for i in ids] == [1, 2, 1, 1, 1]  # the handed-back one twice
+    assert [rest[i]["attempts"] for i in ids] == [1, 1, 1, 1, 1]  # handing back is no attempt
     assert all(rest[i]["has_result"] and rest[i]["claimed"] is None for i in ids), rest
     for srv in (first, second, third):
         assert srv.log_path is not None
