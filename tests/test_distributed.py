@@ -16,9 +16,11 @@ import openai
 import pytest
 
 from asrserve.bench.redis_process import RedisProcess
+from asrserve.bench.server import ServerProcess
 from asrserve.corpus import Clip
 from asrserve.wer import wer_one
 from tests.cluster import Cluster, wait_until
+from tests.conftest import Receiver
 from tests.test_api_e2e import submit_job, wait_job
 
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
@@ -257,3 +259,27 @@ def test_audio_travels_in_redis_or_through_the_shared_dir(
     client.close()
     assert (cluster.root / "shared" / "audio" / shared).read_bytes() == large.path.read_bytes()
     assert not list((cluster.root / "api0" / "data" / "audio").iterdir())  # nothing left behind
+
+
+def test_the_leader_api_node_dies_and_another_takes_over(
+    cluster: Cluster, short_clips: list[Clip], receiver: tuple[Receiver, str]
+) -> None:
+    """Webhooks (and the Batch API runner) run on the node holding the lease; when it is
+    killed, another API node takes the lease and the duties go on."""
+    record, hook_url = receiver
+    apis = [cluster.api(), cluster.api()]
+    cluster.worker()
+
+    def leading(api: ServerProcess) -> bool:
+        return api.log_path is not None and "leading:" in api.log_path.read_text()
+
+    wait_until(lambda: any(leading(api) for api in apis), 30, "a leader")
+    leader = next(api for api in apis if leading(api))
+    other = next(api for api in apis if api is not leader)
+    leader.kill()
+    with httpx.Client(base_url=other.url, timeout=TIMEOUT) as http:
+        job = submit_job(http, short_clips[0].path, callback_url=hook_url)
+        assert wait_job(http, job["id"], wait=30)["status"] == "succeeded"
+        wait_until(lambda: record.answered_ok(), 60, "the webhook, from the new leader")
+    assert leading(other)
+    assert json.loads(record.answered_ok()[0][2])["id"] == job["id"]
