@@ -26,7 +26,7 @@ from asrserve.corpus import Clip
 from asrserve.wer import wer_one
 from tests.cluster import Cluster, wait_until
 from tests.conftest import Receiver
-from tests.test_api_e2e import submit_job, wait_job
+from tests.test_api_e2e import JFK, REAL_SPEECH, needs_real_speech, submit_job, wait_job
 
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 ENDPOINT = "/v1/audio/transcriptions"
@@ -125,6 +125,15 @@ def test_sync_endpoint_and_keys(deployment: Deployment, clips: list[Clip]) -> No
         metrics = httpx.get(deployment.worker_metrics, timeout=10).text
         assert 'asrserve_jobs_total{outcome="succeeded"}' in metrics
         assert "asrserve_batch_size_count" in metrics
+
+
+@needs_real_speech
+def test_real_speech(deployment: Deployment) -> None:
+    references = json.loads((REAL_SPEECH / "references.json").read_text(encoding="utf-8"))
+    oai = openai.OpenAI(base_url=f"{deployment.url}/v1", api_key=deployment.bob, max_retries=0)
+    with JFK.open("rb") as audio:
+        real = oai.audio.transcriptions.create(model="whisper-1", file=audio)
+    assert wer_one(references[JFK.name], real.text) <= 0.1, real.text
 
 
 def test_job_lifecycle_and_tenants(deployment: Deployment, clips: list[Clip]) -> None:
