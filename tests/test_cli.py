@@ -51,6 +51,18 @@ def test_flags_override_settings() -> None:
     assert settings.device == "cuda" and settings.device_index == (0, 1)
 
 
+def test_distributed_flags_and_a_worker_needs_a_broker(tmp_path: Path) -> None:
+    args = parser().parse_args(
+        ["worker", "--broker", "redis://10.0.0.5:6379/1", "--shared-dir", "/mnt/asr"]
+    )
+    settings = build_settings(args)
+    assert settings.broker == "redis://10.0.0.5:6379/1" and settings.distributed
+    assert settings.files_dir == Path("/mnt/asr/files")
+    assert parser().parse_args(["serve", "--broker", "redis://x", "--workers"]).workers
+    result = run_cli("worker", "--data-dir", str(tmp_path))
+    assert result.returncode == 2 and "needs --broker" in result.stderr
+
+
 def test_env_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASRSERVE_MAX_BATCH_SIZE", "7")
     monkeypatch.setenv("ASRSERVE_DEVICE_INDEX", "0,2")
