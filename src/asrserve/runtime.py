@@ -162,13 +162,7 @@ async def start_inference(
 
     worker = Worker(settings, backend, scheduler, engines[0], lanes, on_finished)
     recovered = await worker.durably("recover", backend.queue.recover)
-    unfinished = await worker.durably("scan", backend.store.unfinished)
-    for priority in Priority:  # a job whose enqueue was lost is queued (puts are idempotent)
-        ids = [job.id for job in unfinished if job.priority is priority]
-        if ids:
-            await worker.durably(
-                "requeue", functools.partial(backend.queue.put_many, ids, priority)
-            )
+    await worker.durably("requeue", functools.partial(requeue_lost, backend))
     inference = Inference(settings, model, scheduler, worker, [preprocess, offline])
     inference.tasks = {
         "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
@@ -235,6 +229,18 @@ def _scheduler(
     return scheduler
 
 
+async def requeue_lost(backend: Backend) -> int:
+    """Queue every unfinished job again (puts are idempotent: what is queued or claimed
+    stays as it is), so that a job whose enqueue was lost (a crash, or Redis gone between
+    storing the job and queueing it) still runs. How many unfinished jobs there were."""
+    unfinished = await backend.store.unfinished()
+    for priority in Priority:
+        ids = [job.id for job in unfinished if job.priority is priority]
+        if ids:
+            await backend.queue.put_many(ids, priority)
+    return len(unfinished)
+
+
 async def sweep_audio(settings: Settings, backend: Backend) -> None:
     """Remove uploaded audio once its job has been finished for ``audio_retention_s``, and
     what the store keeps of jobs older than the longest a job can live plus its retention."""
@@ -246,7 +252,8 @@ async def sweep_audio(settings: Settings, backend: Backend) -> None:
         for job in await backend.store.audio_expired(cutoff):
             await backend.blobs.delete(job.audio_path)
             await backend.store.forget_audio(job.id)
-        if time.monotonic() >= next_trim:  # hourly: it scans the per-owner indexes
+        if time.monotonic() >= next_trim:  # hourly: these scan indexes
             await backend.store.trim(time.time() - oldest)
+            await requeue_lost(backend)
             next_trim = time.monotonic() + TRIM_PERIOD_S
         await asyncio.sleep(period)  # a periodic timer, not a wait for an event

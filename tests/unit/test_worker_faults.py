@@ -16,6 +16,7 @@ from asrserve.backends import open_backend
 from asrserve.batching.scheduler import Device, Scheduler, SchedulerConfig
 from asrserve.corpus import Clip
 from asrserve.jobs.models import Job, JobStatus, Priority
+from asrserve.runtime import requeue_lost
 from asrserve.settings import BatchPolicy, Settings
 from asrserve.worker import Lane, Worker
 from tests.fakes import FakeEngine
@@ -119,3 +120,18 @@ def test_a_lane_with_ahead_claims_only_what_keeps_the_device_busy(
     engine = FakeEngine()
     engine.gate.clear()
     asyncio.run(main(engine))
+
+
+def test_a_job_whose_enqueue_was_lost_is_queued_again(tmp_path: Path) -> None:
+    async def main() -> None:
+        backend = open_backend(Settings(data_dir=tmp_path, record_traffic=False))
+        lost, queued = Job(id="job_lost"), Job(id="job_queued", priority=Priority.INTERACTIVE)
+        await backend.store.create_many([lost, queued])
+        await backend.queue.put(queued.id, queued.priority)  # the other one's put never ran
+        assert await requeue_lost(backend) == 2
+        claimed = await backend.queue.get(10, 0)
+        assert [d.job_id for d in claimed] == ["job_queued", "job_lost"]  # each once
+        assert await requeue_lost(backend) == 2 and await backend.queue.get(10, 0) == []
+        await backend.aclose()
+
+    asyncio.run(main())
