@@ -26,7 +26,7 @@ from asrserve.api.errors import install_error_handlers
 from asrserve.api.forms import ModelInfo
 from asrserve.api.schemas import job_view
 from asrserve.api.uploads import UploadGate, UploadLimits
-from asrserve.backends import Backend, open_backend
+from asrserve.backends import Backend, Background, open_backend
 from asrserve.batches.models import Batch
 from asrserve.batches.runner import BatchRunner
 from asrserve.dashboard import routes as dashboard_routes
@@ -47,6 +47,7 @@ from asrserve.tune.recorder import TrafficRecorder
 from asrserve.webhooks import BatchWebhooks, JobWebhooks, WebhookSender
 
 log = logging.getLogger(__name__)
+DUTIES_RESTART_S = 5.0
 
 __all__ = ["create_app", "load_engines"]
 
@@ -144,12 +145,20 @@ async def _lead(
             group.create_task(sweep_audio(settings, backend), name="retention")
 
     try:
-        if backend.leader is None:
-            await duties()
-        else:
-            await backend.leader(duties)
+        await (backend.leader or _always)(duties)
     finally:
         await webhooks.aclose()
+
+
+async def _always(duties: Background) -> None:
+    """The embedded node is always the leader: run the duties, restarting them if they fail
+    (one failing stops the others: they are one task group)."""
+    while True:
+        try:
+            await duties()
+        except Exception:
+            log.exception("the duties failed; restarting them in %.0f s", DUTIES_RESTART_S)
+        await asyncio.sleep(DUTIES_RESTART_S)  # a back-off: there is nothing to wait on
 
 
 def _view(backend: Backend, local: Inference | None) -> Any:

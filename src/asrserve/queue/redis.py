@@ -40,6 +40,7 @@ from asrserve.queue.base import Delivery, Queue
 T = TypeVar("T")
 Arg = str | int | float
 GROUP = "workers"
+PUT_CHUNK = 1000  # ids per script call: a long script would block Redis for everyone
 
 # KEYS: queued, stream; ARGV: job ids in order. Adds those not queued yet.
 PUT = """
@@ -191,9 +192,10 @@ class RedisQueue(Queue):
         await self.put_many([job_id], priority)
 
     async def put_many(self, job_ids: Sequence[str], priority: Priority) -> None:
-        if job_ids:
-            keys = [self._queued, self._streams[priority]]
-            await self._run(lambda: self._put(keys=keys, args=list(job_ids)))
+        keys = [self._queued, self._streams[priority]]
+        for start in range(0, len(job_ids), PUT_CHUNK):  # each call is one atomic script
+            part = list(job_ids[start : start + PUT_CHUNK])
+            await self._run(partial(self._put, keys=keys, args=part))
 
     async def get(self, limits: int | Mapping[Priority, int], timeout: float) -> list[Delivery]:
         """Overrides the base loop: claim without waiting (reclaims first); else block on one
