@@ -283,3 +283,18 @@ def test_the_leader_api_node_dies_and_another_takes_over(
         wait_until(lambda: record.answered_ok(), 60, "the webhook, from the new leader")
     assert leading(other)
     assert json.loads(record.answered_ok()[0][2])["id"] == job["id"]
+
+
+def test_queued_jobs_survive_a_redis_crash(cluster: Cluster, short_clips: list[Clip]) -> None:
+    """SIGKILL, not a clean shutdown: with ``appendfsync everysec`` what was accepted more
+    than a second before the crash is on disk, and runs once Redis is back."""
+    api = cluster.api()
+    with httpx.Client(base_url=api.url, timeout=TIMEOUT) as http:
+        jobs = [submit_job(http, short_clips[n % 3].path)["id"] for n in range(8)]
+        time.sleep(2.0)  # past the AOF's once-a-second fsync
+        cluster.redis.kill()
+        cluster.redis.start()
+        cluster.worker()
+        for job_id in jobs:
+            assert wait_job(http, job_id, wait=30)["status"] == "succeeded", job_id
+    exactly_once(cluster, set(jobs))
