@@ -29,8 +29,14 @@ class Queue(ABC):
         ``limits[p]`` of priority ``p`` and ``total`` in all."""
 
     @abstractmethod
-    async def _wait(self, token: object, timeout: float) -> None:
-        """Block until something may have been put since ``token`` was armed (or timeout)."""
+    async def _wait(
+        self, token: object, limits: Mapping[Priority, int], total: int, timeout: float
+    ) -> list[Delivery]:
+        """Block until something may have been put since ``token`` was armed (or timeout).
+
+        A backend whose wait is itself a read (Redis: ``XREADGROUP BLOCK``) claims there,
+        within the same limits: what it returns is handed out. Others return nothing and
+        the caller claims again."""
 
     @abstractmethod
     def _arm(self) -> object:
@@ -80,7 +86,9 @@ class Queue(ABC):
             remaining = deadline - time.monotonic()
             if items or remaining <= 0:
                 return items
-            await self._wait(token, remaining)
+            items = await self._wait(token, caps, total, remaining)
+            if items:
+                return items
 
     async def close(self) -> None:
         return None

@@ -26,7 +26,6 @@ which is reclaimed after the lease.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -197,28 +196,6 @@ class RedisQueue(Queue):
             part = list(job_ids[start : start + PUT_CHUNK])
             await self._run(partial(self._put, keys=keys, args=part))
 
-    async def get(self, limits: int | Mapping[Priority, int], timeout: float) -> list[Delivery]:
-        """Overrides the base loop: claim without waiting (reclaims first); else block on one
-        XREADGROUP over every eligible stream, at most ``block_s`` at a time so expired leases
-        are re-checked that often."""
-        caps = dict.fromkeys(Priority, limits) if isinstance(limits, int) else dict(limits)
-        total = limits if isinstance(limits, int) else sum(caps.values())
-        caps = {p: n for p, n in caps.items() if n > 0}
-        if not caps or total <= 0:
-            await asyncio.sleep(max(timeout, 0))  # nothing may be claimed: just the wait
-            return []
-        deadline = time.monotonic() + timeout
-        while True:
-            items = await self._claim(caps, total)
-            remaining = deadline - time.monotonic()
-            if items or remaining <= 0:
-                return items
-            items = await self._run(partial(self._block, caps, min(remaining, self._block_s)))
-            if items:
-                for extra in items[total:]:
-                    await self.release(extra)
-                return items[:total]
-
     async def _claim(self, limits: Mapping[Priority, int], total: int) -> list[Delivery]:
         order = sorted(p for p in limits if limits[p] > 0)
         keys = [self._deliveries, *(self._streams[p] for p in order)]
@@ -245,12 +222,21 @@ class RedisQueue(Queue):
         return [Delivery(job, p, int(n), eid) for (p, eid, job), n in zip(got, counts, strict=True)]
 
     def _arm(self) -> object:
-        """Unused: ``get`` is overridden (Redis's blocking read is the wake-up)."""
+        """Nothing to arm: the blocking read in ``_wait`` is the wake-up."""
         return None
 
-    async def _wait(self, token: object, timeout: float) -> None:
-        """Unused: ``get`` is overridden; a plain wait keeps the base loop correct anyway."""
-        await asyncio.sleep(min(timeout, self._block_s))
+    async def _wait(
+        self, token: object, limits: Mapping[Priority, int], total: int, timeout: float
+    ) -> list[Delivery]:
+        """One ``XREADGROUP … BLOCK`` over every eligible stream, at most ``block_s``, so
+        that expired leases are reclaimed (by the next claim) at least that often."""
+        if not limits or total <= 0:
+            await asyncio.sleep(min(timeout, self._block_s))  # nothing may be claimed
+            return []
+        items = await self._run(partial(self._block, limits, min(timeout, self._block_s)))
+        for extra in items[total:]:  # two streams answered at once
+            await self.release(extra)
+        return items[:total]
 
     def _keys(self, delivery: Delivery) -> list[str]:
         return [self._streams[delivery.priority], self._queued, self._deliveries]

@@ -45,10 +45,13 @@ class SqliteQueue(Queue):
     def _arm(self) -> asyncio.Event:
         return self._ready
 
-    async def _wait(self, token: object, timeout: float) -> None:
+    async def _wait(
+        self, token: object, limits: Mapping[Priority, int], total: int, timeout: float
+    ) -> list[Delivery]:
         assert isinstance(token, asyncio.Event)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(token.wait(), timeout)
+        return []  # woken: the caller claims
 
     def _signal(self) -> None:
         """Wake every consumer armed so far; later ones arm the fresh event."""
