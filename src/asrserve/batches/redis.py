@@ -23,8 +23,8 @@ from redis.asyncio.client import Pipeline
 
 from asrserve.batches.models import Batch, BatchItem
 from asrserve.batches.store import BatchMutation, BatchStore
+from asrserve.distributed.documents import Docs, Raw, Writer, transact, ttl_ms
 from asrserve.jobs.models import WebhookStatus
-from asrserve.jobs.redis import Docs, Raw, Writer, transact, ttl_ms
 
 
 def _expirable(batch: Batch) -> bool:

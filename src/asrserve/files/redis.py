@@ -20,9 +20,9 @@ import json
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
+from asrserve.distributed.documents import Docs, Raw, Writer, transact
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
-from asrserve.jobs.redis import Docs, Raw, Writer, transact
 
 
 def _dump(record: StoredFile) -> str:

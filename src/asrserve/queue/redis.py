@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from asrserve.distributed.documents import text
 from asrserve.jobs.models import Priority
 from asrserve.queue.base import Delivery, Queue
 
@@ -134,10 +135,6 @@ return n
 """
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 class RedisQueue(Queue):
     def __init__(
         self,
@@ -201,7 +198,7 @@ class RedisQueue(Queue):
         keys = [self._deliveries, *(self._streams[p] for p in order)]
         args: list[Arg] = [self._consumer, self._lease_ms, total, *(limits[p] for p in order)]
         rows = await self._run(lambda: self._claim_script(keys=keys, args=args))
-        return [Delivery(_text(job), order[i], int(n), _text(eid)) for i, eid, job, n in rows]
+        return [Delivery(text(job), order[i], int(n), text(eid)) for i, eid, job, n in rows]
 
     async def _block(self, caps: Mapping[Priority, int], seconds: float) -> list[Delivery]:
         streams: dict[Any, Any] = {self._streams[p]: ">" for p in sorted(caps)}
@@ -209,7 +206,7 @@ class RedisQueue(Queue):
         reply: Any = await self._redis.xreadgroup(GROUP, self._consumer, streams, count=1, block=ms)
         pairs = reply.items() if isinstance(reply, dict) else (reply or [])  # RESP3 or RESP2
         got = sorted(
-            (self._by_stream[_text(name)], _text(eid), _text(fields[b"job"]))
+            (self._by_stream[text(name)], text(eid), text(fields[b"job"]))
             for name, entries in pairs
             for eid, fields in entries
         )
@@ -257,7 +254,7 @@ class RedisQueue(Queue):
 
     async def dead_letters(self) -> list[dict[str, str]]:
         entries: Any = await self._redis.xrange(self._dead)
-        return [{_text(k): _text(v) for k, v in fields.items()} for _, fields in entries]
+        return [{text(k): text(v) for k, v in fields.items()} for _, fields in entries]
 
     async def release(self, delivery: Delivery) -> None:
         args = [delivery.receipt, delivery.job_id, self._consumer]
@@ -280,7 +277,7 @@ class RedisQueue(Queue):
         counts: dict[Priority, int] = {}
         for priority, stream in self._streams.items():
             groups = await self._run(partial(self._redis.xinfo_groups, stream))
-            group = next((g for g in groups if _text(g["name"]) == GROUP), None)
+            group = next((g for g in groups if text(g["name"]) == GROUP), None)
             if group is not None and group["lag"] is not None:
                 counts[priority] = int(group["lag"])
             else:
