@@ -40,6 +40,7 @@ class RedisAdmission(Admission):
         self._client = client
         self._key = f"{settings.redis_prefix}:admission"
         self._registry = registry
+        self._subtract = client.register_script(SUBTRACT)
 
     async def measured_throughput(self) -> float | None:
         """Every live worker node's, when this node runs none itself."""
@@ -73,6 +74,5 @@ class RedisAdmission(Admission):
 
     async def finished(self, job: Job) -> None:
         jobs_field, audio_field = _fields(job.priority)
-        await self._client.eval(
-            SUBTRACT, 1, self._key, jobs_field, audio_field, repr(job.audio_duration or 0.0)
-        )
+        args = [jobs_field, audio_field, repr(job.audio_duration or 0.0)]
+        await self._subtract(keys=[self._key], args=args)

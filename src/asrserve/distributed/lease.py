@@ -38,6 +38,8 @@ class Leadership:
         self._key = key
         self._holder = holder
         self._ttl_ms = max(int(ttl_s * 1000), 300)
+        self._renew = client.register_script(RENEW)
+        self._release = client.register_script(RELEASE)
         self.leading = False
 
     async def run(self, duties: Callable[[], Awaitable[None]]) -> None:
@@ -63,9 +65,7 @@ class Leadership:
                 if done:
                     task.result()  # raises what the duties raised (logged by the caller)
                     return
-                if not await self._client.eval(
-                    RENEW, 1, self._key, self._holder, str(self._ttl_ms)
-                ):
+                if not await self._renew(keys=[self._key], args=[self._holder, self._ttl_ms]):
                     log.warning("leadership lost; stopping the duties")
                     return
         finally:
@@ -76,7 +76,7 @@ class Leadership:
 
     async def release(self) -> None:
         with contextlib.suppress(*REDIS_ERRORS):  # else it expires on its own
-            await self._client.eval(RELEASE, 1, self._key, self._holder)
+            await self._release(keys=[self._key], args=[self._holder])
 
 
 def _outage(exc: BaseException) -> bool:

@@ -27,9 +27,9 @@ return {tostring(wait), math.floor(tokens)}
 class RedisRateLimiter(RateLimiter):
     def __init__(self, client: aioredis.Redis, prefix: str) -> None:
         super().__init__()
-        self._client = client
         self._prefix = f"{prefix}:rate:"
+        self._take = client.register_script(TAKE)
 
     async def take(self, key: str, per_minute: int) -> tuple[float, int]:
-        wait, left = await self._client.eval(TAKE, 1, self._prefix + key, str(per_minute))
+        wait, left = await self._take(keys=[self._prefix + key], args=[per_minute])
         return float(wait), int(left)
