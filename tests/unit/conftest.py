@@ -5,14 +5,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import pytest
+import redis.asyncio as aioredis
 
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.sqlite import Database
 
 T = TypeVar("T")
+
+
+class Run(Protocol):
+    """The ``run`` fixture: runs a coroutine on the test's one event loop."""
+
+    def __call__(self, coro: Awaitable[T], /) -> T: ...
 
 
 @pytest.fixture
@@ -39,3 +46,10 @@ def redis_url(redis_server: RedisProcess) -> str:
     client.flushdb()
     client.close()
     return redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_url: str, run: Run) -> Iterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    run(client.aclose())

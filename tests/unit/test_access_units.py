@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 
@@ -17,8 +15,7 @@ from asrserve.distributed.limits import RedisRateLimiter
 from asrserve.jobs.models import Job, Priority
 from asrserve.outbound import BlockedUrl, check_url, resolve
 from asrserve.settings import Settings
-
-Runner = Callable[[Awaitable[Any]], Any]
+from tests.unit.conftest import Run
 
 
 @pytest.mark.parametrize(
@@ -68,7 +65,7 @@ def test_a_host_name_is_checked_by_what_it_resolves_to() -> None:
         asyncio.run(resolve("http://localhost:9/x", ()))  # the lookup says loopback
 
 
-def test_rate_limiter_refills_evenly(run: Runner) -> None:
+def test_rate_limiter_refills_evenly(run: Run) -> None:
     now = [0.0]
     limiter = RateLimiter(clock=lambda: now[0])
     assert [run(limiter.take("k", 3))[0] for _ in range(3)] == [0.0, 0.0, 0.0]
@@ -80,7 +77,7 @@ def test_rate_limiter_refills_evenly(run: Runner) -> None:
     assert run(limiter.take("k", 3))[0] > 0
 
 
-def test_redis_rate_limit_is_shared_by_every_node(run: Runner, redis_url: str) -> None:
+def test_redis_rate_limit_is_shared_by_every_node(run: Run, redis_url: str) -> None:
     client = connect(redis_url)
     node_a, node_b = RedisRateLimiter(client, "t"), RedisRateLimiter(client, "t")
     assert [run(node.take("k", 4))[0] for node in (node_a, node_b, node_a, node_b)] == [0.0] * 4
@@ -92,7 +89,7 @@ def test_redis_rate_limit_is_shared_by_every_node(run: Runner, redis_url: str) -
 
 @pytest.mark.parametrize("kind", ["memory", "redis"])
 def test_admission_limits_each_class_and_estimates_retry_after(
-    kind: str, run: Runner, request: pytest.FixtureRequest
+    kind: str, run: Run, request: pytest.FixtureRequest
 ) -> None:
     settings = Settings(max_queued_jobs=2, max_queued_audio_s=100.0)
     admission, other_node = Admission(settings), Admission(settings)

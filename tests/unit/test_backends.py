@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypeVar
 
 import pytest
 import redis.asyncio as aioredis
@@ -26,14 +25,7 @@ from asrserve.queue.base import Queue
 from asrserve.queue.sqlite import SqliteQueue
 from asrserve.sqlite import Database
 from asrserve.transcript import Segment, Transcript
-
-T = TypeVar("T")
-
-
-class Run(Protocol):
-    """The ``run`` fixture: runs a coroutine on the test's one event loop."""
-
-    def __call__(self, coro: Awaitable[T], /) -> T: ...
+from tests.unit.conftest import Run
 
 
 def transcript() -> Transcript:
@@ -284,13 +276,6 @@ class TestSqliteQueue(QueueContract):
     @pytest.fixture
     def queue_factory(self, database: Database) -> Callable[[], Queue]:
         return lambda: SqliteQueue(database)
-
-
-@pytest.fixture
-def redis_client(redis_url: str, run: Run) -> Iterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url)
-    yield client
-    run(client.aclose())
 
 
 class TestRedisJobStore(JobStoreContract):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis.asyncio as aioredis
@@ -17,7 +17,7 @@ from asrserve.files.sqlite import SqliteFileStore
 from asrserve.files.store import FileStore
 from asrserve.jobs.models import JobError, WebhookStatus
 from asrserve.sqlite import Database
-from tests.unit.test_backends import Run
+from tests.unit.conftest import Run
 
 
 class FileStoreContract:
@@ -83,13 +83,6 @@ class TestSqliteBatchStore(BatchStoreContract):
     @pytest.fixture
     def batches(self, database: Database) -> BatchStore:
         return SqliteBatchStore(database)
-
-
-@pytest.fixture
-def redis_client(redis_url: str, run: Run) -> Iterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url)
-    yield client
-    run(client.aclose())
 
 
 class TestRedisFileStore(FileStoreContract):

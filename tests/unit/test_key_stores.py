@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis.asyncio as aioredis
 
@@ -11,7 +9,7 @@ from asrserve.auth.keys import DuplicateName, KeyStore, hash_secret, new_key
 from asrserve.auth.redis import RedisKeyStore
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.sqlite import Database
-from tests.unit.test_backends import Run
+from tests.unit.conftest import Run
 
 
 class KeyStoreContract:
@@ -58,13 +56,6 @@ class TestSqliteKeyStore(KeyStoreContract):
     @pytest.fixture
     def keys(self, database: Database) -> KeyStore:
         return SqliteKeyStore(database)
-
-
-@pytest.fixture
-def redis_client(redis_url: str, run: Run) -> Iterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url)
-    yield client
-    run(client.aclose())
 
 
 class TestRedisKeyStore(KeyStoreContract):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 
@@ -15,11 +13,10 @@ from asrserve.distributed.connection import connect
 from asrserve.distributed.registry import WorkerRegistry, merge
 from asrserve.jobs.models import Priority
 from asrserve.settings import Settings
+from tests.unit.conftest import Run
 
-Runner = Callable[[Awaitable[Any]], Any]
 
-
-def test_live_reports_stale_ones_dropped_and_throughput_summed(run: Runner, redis_url: str) -> None:
+def test_live_reports_stale_ones_dropped_and_throughput_summed(run: Run, redis_url: str) -> None:
     client = connect(redis_url)
     registry = WorkerRegistry(client, "t", lease_s=1.0)
     run(registry.report("w1", {"devices": ["cuda:0"], "throughput": 40.0}))
