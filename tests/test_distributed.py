@@ -9,7 +9,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
@@ -21,10 +20,10 @@ from asrserve.corpus import Clip
 from asrserve.wer import wer_one
 from tests.cluster import Cluster, wait_until
 from tests.conftest import Receiver
-from tests.test_api_e2e import submit_job, wait_job
+from tests.test_api_e2e import submit_job, transcribe_text, wait_job
+from tests.test_batch_api import create_batch, line, upload_audio
 
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
-ENDPOINT = "/v1/audio/transcriptions"
 
 
 @pytest.fixture
@@ -60,13 +59,6 @@ def queue_is_empty(cluster: Cluster) -> bool:
         client.close()
 
 
-def transcribe(url: str, clip: Clip) -> dict[str, Any]:
-    with clip.path.open("rb") as audio, httpx.Client(base_url=url, timeout=TIMEOUT) as http:
-        response = http.post(ENDPOINT, files={"file": (clip.path.name, audio)})
-    assert response.status_code == 200, response.text
-    return dict(response.json())
-
-
 def test_two_api_nodes_three_workers_200_requests_exactly_once(
     cluster: Cluster, short_clips: list[Clip]
 ) -> None:
@@ -78,10 +70,7 @@ def test_two_api_nodes_three_workers_200_requests_exactly_once(
         api, clip = apis[n % 2], short_clips[n % len(short_clips)]
         with httpx.Client(base_url=api.url, timeout=TIMEOUT) as http:
             if n % 4 == 0:  # a quarter synchronous, the rest async jobs
-                with clip.path.open("rb") as audio:
-                    response = http.post(ENDPOINT, files={"file": (clip.path.name, audio)})
-                assert response.status_code == 200, response.text
-                return "", response.json()["text"], clip
+                return "", transcribe_text(http, clip.path), clip
             job = submit_job(http, clip.path)
             other = apis[(n + 1) % 2]  # read it back through the other API node
         with httpx.Client(base_url=other.url, timeout=TIMEOUT) as http:
@@ -108,29 +97,12 @@ def test_kill_9_worker_mid_batch(cluster: Cluster, short_clips: list[Clip]) -> N
     api = cluster.api()
     doomed = cluster.worker()
     client = openai.OpenAI(base_url=f"{api.url}/v1", api_key="unused", max_retries=0)
-    file_ids = []
-    for clip in short_clips:
-        with clip.path.open("rb") as handle:
-            file_ids.append(client.files.create(file=handle, purpose="audio").id)  # type: ignore[arg-type]
-    lines = [
-        json.dumps(
-            {"custom_id": f"r{i}", "method": "POST", "url": ENDPOINT,
-             "body": {"file": file_ids[i % len(file_ids)]}}
-        )
-        for i in range(36)
-    ]  # fmt: skip
-    requests = cluster.root / "requests.jsonl"
-    requests.write_text("\n".join(lines) + "\n")
-    with requests.open("rb") as handle:
-        input_file = client.files.create(file=handle, purpose="batch")
-    batch = client.batches.create(
-        input_file_id=input_file.id,
-        endpoint=ENDPOINT,  # type: ignore[arg-type]
-        completion_window="24h",
-    )
+    file_ids = upload_audio(client, [clip.path for clip in short_clips])
+    lines = [line(f"r{i}", file_ids[i % len(file_ids)]) for i in range(36)]
+    batch_id = create_batch(client, lines, cluster.root)
 
     def progress() -> int:
-        counts = client.batches.retrieve(batch.id).request_counts
+        counts = client.batches.retrieve(batch_id).request_counts
         return counts.completed if counts is not None else 0
 
     wait_until(lambda: progress() >= 4, 180, "the batch to be under way")
@@ -138,16 +110,16 @@ def test_kill_9_worker_mid_batch(cluster: Cluster, short_clips: list[Clip]) -> N
     before = progress()
     assert before < 36, "the batch finished before the worker could be killed"
     cluster.worker()
-    wait_until(lambda: client.batches.retrieve(batch.id).status == "completed", 240, "the batch")
-    done = client.batches.retrieve(batch.id)
+    wait_until(lambda: client.batches.retrieve(batch_id).status == "completed", 240, "the batch")
+    done = client.batches.retrieve(batch_id)
     assert done.request_counts is not None
     assert (done.request_counts.total, done.request_counts.completed) == (36, 36), done
     assert done.output_file_id is not None
     output = [json.loads(x) for x in client.files.content(done.output_file_id).text.splitlines()]
-    assert [line["custom_id"] for line in output] == [f"r{i}" for i in range(36)]
-    assert all(line["response"]["status_code"] == 200 for line in output)
-    for i, line in enumerate(output):
-        text = line["response"]["body"]["text"]
+    assert [entry["custom_id"] for entry in output] == [f"r{i}" for i in range(36)]
+    assert all(entry["response"]["status_code"] == 200 for entry in output)
+    for i, entry in enumerate(output):
+        text = entry["response"]["body"]["text"]
         assert wer_one(short_clips[i % len(short_clips)].text, text) <= 0.25
     ids = {job_id for w in cluster.workers for job_id, _ in w.finished_jobs()}
     assert len(ids) == 36
@@ -175,7 +147,7 @@ def test_redis_restart_with_queued_jobs_and_503_while_down(
     for job_id in jobs:
         done = wait_job(http, job_id, wait=30)
         assert done["status"] == "succeeded", done
-    assert transcribe(api.url, short_clips[1])["text"].strip()  # the sync path works again
+    assert transcribe_text(http, short_clips[1].path).strip()  # the sync path works again
     exactly_once(cluster, set(jobs) | {j for j, _ in worker.finished_jobs()})
     http.close()
 

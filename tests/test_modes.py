@@ -26,10 +26,17 @@ from asrserve.corpus import Clip
 from asrserve.wer import wer_one
 from tests.cluster import Cluster, wait_until
 from tests.conftest import Receiver
-from tests.test_api_e2e import JFK, REAL_SPEECH, needs_real_speech, submit_job, wait_job
+from tests.test_api_e2e import (
+    JFK,
+    REAL_SPEECH,
+    needs_real_speech,
+    submit_job,
+    transcribe,
+    wait_job,
+)
+from tests.test_batch_api import ENDPOINT, create_batch, line, upload_audio
 
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
-ENDPOINT = "/v1/audio/transcriptions"
 ENV = {
     "ASRSERVE_AUTH": "on",
     "ASRSERVE_WEBHOOK_ALLOW": "127.0.0.1",
@@ -193,38 +200,22 @@ def test_webhook_retried_then_delivered(
 
 def test_batch_api(deployment: Deployment, clips: list[Clip], tmp_path: Path) -> None:
     oai = openai.OpenAI(base_url=f"{deployment.url}/v1", api_key=deployment.bob, max_retries=0)
-    file_ids = []
-    for clip in clips[:2]:
-        with clip.path.open("rb") as handle:
-            file_ids.append(oai.files.create(file=handle, purpose="audio").id)  # type: ignore[arg-type]
-    lines = [
-        {"custom_id": f"c{i}", "method": "POST", "url": ENDPOINT,
-         "body": {"file": file_ids[i % 2], "response_format": "text"}}
-        for i in range(6)
-    ]  # fmt: skip
-    lines.append({"custom_id": "bad", "method": "POST", "url": ENDPOINT, "body": {"file": "x"}})
-    path = tmp_path / "requests.jsonl"
-    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    with path.open("rb") as handle:
-        input_file = oai.files.create(file=handle, purpose="batch")
-    batch = oai.batches.create(
-        input_file_id=input_file.id,
-        endpoint=ENDPOINT,  # type: ignore[arg-type]
-        completion_window="24h",
-    )
-    wait_until(lambda: oai.batches.retrieve(batch.id).status == "completed", 180, "the batch")
-    done = oai.batches.retrieve(batch.id)
+    file_ids = upload_audio(oai, [clip.path for clip in clips[:2]])
+    lines = [line(f"c{i}", file_ids[i % 2], response_format="text") for i in range(6)]
+    batch_id = create_batch(oai, [*lines, line("bad", "x")], tmp_path)
+    wait_until(lambda: oai.batches.retrieve(batch_id).status == "completed", 180, "the batch")
+    done = oai.batches.retrieve(batch_id)
     assert done.request_counts is not None
     assert (done.request_counts.total, done.request_counts.completed) == (7, 6)
     assert done.output_file_id is not None and done.error_file_id is not None
     output = [json.loads(x) for x in oai.files.content(done.output_file_id).text.splitlines()]
-    assert [line["custom_id"] for line in output] == [f"c{i}" for i in range(6)]
-    for i, line in enumerate(output):
-        assert wer_one(clips[i % 2].text, line["response"]["body"]) <= 0.25
+    assert [entry["custom_id"] for entry in output] == [f"c{i}" for i in range(6)]
+    for i, entry in enumerate(output):
+        assert wer_one(clips[i % 2].text, entry["response"]["body"]) <= 0.25
     errors = [json.loads(x) for x in oai.files.content(done.error_file_id).text.splitlines()]
     assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [("bad", 404)]
     with deployment.client(deployment.alice) as alice:  # another tenant's batch: not there
-        assert alice.get(f"/v1/batches/{batch.id}").status_code == 404
+        assert alice.get(f"/v1/batches/{batch_id}").status_code == 404
 
 
 def test_interactive_goes_ahead_of_an_async_backlog(
@@ -233,8 +224,7 @@ def test_interactive_goes_ahead_of_an_async_backlog(
     with deployment.client(deployment.alice) as http:
         backlog = [submit_job(http, clips[-1].path)["id"] for _ in range(12)]
         started = time.monotonic()
-        with clips[0].path.open("rb") as audio:
-            response = http.post(ENDPOINT, files={"file": (clips[0].path.name, audio)})
+        response = transcribe(http, clips[0].path)
         assert response.status_code == 200, response.text
         states = [http.get(f"/v1/jobs/{job_id}").json()["status"] for job_id in backlog]
         assert "queued" in states or "running" in states, (time.monotonic() - started, states)
