@@ -145,9 +145,10 @@ def _load_rows(
 
 
 def _scheduler(url: str) -> dict[str, Any] | None:
-    """The batch counters of an embedded server; an API node has none (the workers do)."""
+    """The batch counters of an embedded server. An API node only merges the workers'
+    reports, sent a third of a lease apart: too stale to take a delta of."""
     view: dict[str, Any] = httpx.get(f"{url}/v1/scheduler", timeout=30).json()
-    return view if "batches" in view else None
+    return view if view.get("mode") == "embedded" else None
 
 
 def _hop_probe(url: str, clip: AudioFile, probes: int) -> LoadResult:
