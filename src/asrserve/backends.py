@@ -123,7 +123,7 @@ def _distributed(settings: Settings, url: str) -> Backend:
     return Backend(
         store=RedisJobStore(client, prefix, retention),
         queue=RedisQueue(client, prefix, node, settings.lease_s),
-        files=RedisFileStore(client, prefix, retention),
+        files=RedisFileStore(client, prefix),
         batches=RedisBatchStore(client, prefix, retention),
         keys=RedisKeyStore(client, prefix),
         events=events,

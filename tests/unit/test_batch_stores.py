@@ -88,7 +88,7 @@ class TestSqliteBatchStore(BatchStoreContract):
 class TestRedisFileStore(FileStoreContract):
     @pytest.fixture
     def files(self, redis_client: aioredis.Redis) -> FileStore:
-        return RedisFileStore(redis_client, "test", retention_s=100.0)
+        return RedisFileStore(redis_client, "test")
 
     def test_owner_roundtrips_and_filters(self, files: FileStore, run: Run) -> None:
         mine = StoredFile(id="file-1", bytes=1, filename="a", purpose=FilePurpose.AUDIO, owner="k")

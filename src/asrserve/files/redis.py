@@ -30,7 +30,8 @@ def _dump(record: StoredFile) -> str:
 
 
 class RedisFileStore(FileStore):
-    def __init__(self, client: Redis, prefix: str, retention_s: float | None = None) -> None:
+    def __init__(self, client: Redis, prefix: str) -> None:
+        """No retention: file records stay until deleted, as OpenAI's files do."""
         self._client = client
         self._p = prefix
         self._docs = Docs(client, f"{prefix}:file", StoredFile.model_validate_json)
