@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import resource
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from asrserve.bench.soak import RssSampler, rss_bytes
 from asrserve.corpus import Clip
 from tests.conftest import Server
 
@@ -51,35 +51,6 @@ class Outcome:
     body: dict[str, Any]
     headers: dict[str, str]
     error: str = ""
-
-
-def rss(pid: int, field: str = "VmRSS") -> int:
-    """A memory figure of a process from /proc, in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no {field} for {pid}")
-
-
-class RssSampler:
-    """Samples a process's VmRSS every ``period`` s in a thread; ``peak`` is the largest."""
-
-    def __init__(self, pid: int, period: float = 0.1) -> None:
-        self.pid, self.period, self.peak = pid, period, rss(pid)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period):
-            self.peak = max(self.peak, rss(self.pid))
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
 
 
 @pytest.fixture
@@ -161,14 +132,14 @@ def test_500_clients_at_once(
     with httpx.Client(base_url=srv.url, timeout=60) as warm:  # first-request costs, once
         resp = warm.post("/v1/audio/transcriptions", files={"file": (CLIP, clip.path.read_bytes())})
         assert resp.status_code == 200, resp.text
-        idle = rss(srv.proc.pid)
+        idle = rss_bytes(srv.proc.pid)
     began = time.monotonic()
-    with RssSampler(srv.proc.pid) as sampler:
+    with RssSampler(srv.proc.pid, 0.1, time.monotonic()) as sampler:
         outcomes = asyncio.run(storm(srv.url, clip.path.read_bytes()))
         wall = time.monotonic() - began
         ids = [o.body["id"] for o in outcomes if o.status == 202]
         finished = finish_jobs(srv.url, ids)
-    peak = max(sampler.peak, rss(srv.proc.pid, "VmHWM"))
+    peak = max(sampler.peak, rss_bytes(srv.proc.pid, "VmHWM"))
 
     counts = Counter((o.path.rsplit("/", 1)[-1], o.status) for o in outcomes)
     codes = Counter(o.body.get("error", {}).get("code") for o in outcomes if o.status >= 400)

@@ -66,11 +66,12 @@ class Outcome:
     detail: str = ""
 
 
-def rss_bytes(pid: int) -> int:
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    """A memory figure of a process from /proc (VmRSS, or VmHWM: its peak), in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    raise RuntimeError(f"no {field} for process {pid}")
 
 
 class RssSampler:
@@ -87,6 +88,10 @@ class RssSampler:
             self.samples.append((time.monotonic() - self.origin, rss_bytes(self.pid)))
             if self._stop.wait(self.period):
                 return
+
+    @property
+    def peak(self) -> int:
+        return max((rss for _, rss in self.samples), default=0)
 
     def __enter__(self) -> RssSampler:
         self._thread.start()
