@@ -38,7 +38,7 @@ class Admission:
         """Start from the unfinished jobs in the store."""
         self._backlog = {priority: Backlog() for priority in Priority}
         for job in jobs:
-            await self.added(job.priority, job.audio_duration or 0.0)
+            await self.added(job.priority, job.admitted_s)
 
     async def admit(self, priority: Priority, audio_s: float, count: int = 1) -> None:
         """Raise 429 if ``count`` more jobs of ``audio_s`` seconds in all would not fit."""
@@ -71,9 +71,11 @@ class Admission:
         backlog.audio_s += audio_s
 
     async def finished(self, job: Job) -> None:
+        """Take off what :meth:`added` counted for the job: ``job.admitted_s``, never its
+        (decoded) duration, which may differ from the duration stated at intake."""
         backlog = self._backlog[job.priority]
         backlog.jobs = max(backlog.jobs - 1, 0)
-        backlog.audio_s = max(backlog.audio_s - (job.audio_duration or 0.0), 0.0)
+        backlog.audio_s = max(backlog.audio_s - job.admitted_s, 0.0)
 
     async def view(self) -> dict[str, dict[str, float]]:
         backlogs = {p: await self._current(p) for p in Priority}

@@ -77,6 +77,7 @@ class Service:
             filename=upload.filename,
             audio_bytes=upload.size,
             audio_duration=duration,
+            admitted_s=duration or 0.0,
             callback_url=callback_url,
             deadline_at=None if deadline_s is None else time.time() + deadline_s,
             owner=principal.owner,
@@ -94,7 +95,7 @@ class Service:
         # Were this put lost (a crash, the broker gone), the job is still unfinished in the
         # store and is queued again when a worker next starts.
         await self.queue.put(job.id, priority)
-        await self.admission.added(priority, duration or 0.0)
+        await self.admission.added(priority, job.admitted_s)
         if self.recorder is not None:
             self.recorder.arrival(job)
         log.info(

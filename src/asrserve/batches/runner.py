@@ -102,7 +102,7 @@ class BatchRunner:
             usable = record and record.purpose is FilePurpose.AUDIO and record.owner == batch.owner
             records[file_id] = record if usable else None
         items, jobs = await asyncio.to_thread(self._plan, batch, requests, records)
-        seconds = sum(job.audio_duration or 0.0 for job in jobs)
+        seconds = sum(job.admitted_s for job in jobs)
         try:
             await self._charge(batch, seconds)
         except ApiError as exc:
@@ -189,6 +189,7 @@ class BatchRunner:
                 audio_path=str(path),
                 audio_bytes=record.bytes,
                 audio_duration=duration,
+                admitted_s=duration or 0.0,
                 batch_id=batch.id,
                 owns_audio=False,
                 owner=batch.owner,

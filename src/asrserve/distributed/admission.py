@@ -53,7 +53,7 @@ class RedisAdmission(Admission):
         totals = {p: Backlog() for p in Priority}
         for job in jobs:
             totals[job.priority].jobs += 1
-            totals[job.priority].audio_s += job.audio_duration or 0.0
+            totals[job.priority].audio_s += job.admitted_s
         mapping: dict[str, str] = {}
         for priority, backlog in totals.items():
             jobs_field, audio_field = _fields(priority)
@@ -74,5 +74,5 @@ class RedisAdmission(Admission):
 
     async def finished(self, job: Job) -> None:
         jobs_field, audio_field = _fields(job.priority)
-        args = [jobs_field, audio_field, repr(job.audio_duration or 0.0)]
+        args = [jobs_field, audio_field, repr(job.admitted_s)]
         await self._subtract(keys=[self._key], args=args)

@@ -71,6 +71,9 @@ class Job(BaseModel):
     audio_path: str = ""
     audio_bytes: int = 0
     audio_duration: float | None = None
+    # Audio seconds counted in the admission backlog when the job was accepted: exactly what
+    # is taken off again when it ends (audio_duration changes to the decoded length).
+    admitted_s: float = 0.0
     created_at: float = Field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None

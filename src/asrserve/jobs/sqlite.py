@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     deadline_at REAL,
     batch_id TEXT,
     owns_audio INTEGER NOT NULL DEFAULT 1,
-    owner TEXT
+    owner TEXT,
+    admitted_s REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
 CREATE INDEX IF NOT EXISTS jobs_webhook ON jobs (webhook_status);
@@ -44,6 +45,7 @@ ADDED_COLUMNS = (
     ("batch_id", "TEXT"),
     ("owns_audio", "INTEGER NOT NULL DEFAULT 1"),
     ("owner", "TEXT"),
+    ("admitted_s", "REAL NOT NULL DEFAULT 0"),
 )
 INDEXES = "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, status);"
 
