@@ -60,6 +60,7 @@ def node_name() -> str:
 def open_backend(settings: Settings) -> Backend:
     settings.audio_dir.mkdir(parents=True, exist_ok=True)
     settings.files_dir.mkdir(parents=True, exist_ok=True)
+    settings.spool_dir.mkdir(parents=True, exist_ok=True)
     if settings.broker is None:
         return _embedded(settings)
     settings.shared_audio_dir.mkdir(parents=True, exist_ok=True)

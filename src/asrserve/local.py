@@ -19,7 +19,7 @@ def transcribe_prepared(
         per_chunk.extend(
             engine.transcribe_batch(prepared.chunks[start : start + batch_size], options)
         )
-    segments = restore(per_chunk, prepared.plan.speech, prepared.duration)
+    segments = restore(per_chunk, prepared.layout.speech, prepared.duration)
     language = options.language or ("en" if not engine.multilingual else "")
     return Transcript(
         language=language,

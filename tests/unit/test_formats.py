@@ -6,8 +6,9 @@ import json
 
 import numpy as np
 
-from asrserve.audio.chunk import plan, restore
-from asrserve.audio.features import window_frames
+from asrserve.audio.chunk import fixed_regions, layout, restore
+from asrserve.audio.features import VAD, window_frames
+from asrserve.audio.vad import SpeechDetector
 from asrserve.engine.base import RawSegment, RawWord
 from asrserve.engine.whisper import stack_padded
 from asrserve.formats import ResponseFormat, render, timestamp
@@ -115,18 +116,25 @@ def test_restore_clamps_and_keeps_starts_monotonic() -> None:
     assert [(s.start, s.end) for s in segments] == [(5.0, 8.0), (5.0, 8.0)]
 
 
-def test_plan_without_vad_cuts_30s_windows() -> None:
-    audio = np.zeros(16000 * 65, dtype=np.float32)
-    p = plan(audio, vad=False)
-    assert [round(c.duration, 2) for c in p.chunks] == [30.0, 30.0, 5.0]
-    assert [c.offset for c in p.chunks] == [0.0, 30.0, 60.0]
+def test_without_vad_files_are_cut_into_30s_windows() -> None:
+    samples = 16000 * 65
+    spans = layout(fixed_regions(samples), samples).spans
+    assert [round(s.duration, 2) for s in spans] == [30.0, 30.0, 5.0]
+    assert [s.offset for s in spans] == [0.0, 30.0, 60.0]
+    assert [s.pieces for s in spans] == [((0, 480000),), ((480000, 960000),), ((960000, 1040000),)]
+
+
+def silence_regions(seconds: int) -> list[dict[str, int]]:
+    detector = SpeechDetector(VAD)
+    detector.feed(np.zeros(16000 * seconds, dtype=np.float32))
+    return detector.finish()
 
 
 def test_short_audio_is_one_window_and_silence_has_no_chunks() -> None:
-    short = plan(np.zeros(16000 * 5, dtype=np.float32), vad=False)
-    assert [(c.offset, c.duration) for c in short.chunks] == [(0.0, 5.0)]
-    assert plan(np.zeros(16000 * 5, dtype=np.float32), vad=True).chunks == []
-    assert plan(np.zeros(16000 * 65, dtype=np.float32), vad=True).chunks == []
+    short = layout(fixed_regions(16000 * 5), 16000 * 5)
+    assert [(s.offset, s.duration) for s in short.spans] == [(0.0, 5.0)]
+    assert layout(silence_regions(5), 16000 * 5).spans == []
+    assert layout(silence_regions(65), 16000 * 65).spans == []
 
 
 def test_window_buckets_hold_the_chunk_with_a_margin() -> None:

@@ -1,8 +1,9 @@
 """Splitting a file into ≤30 s speech windows, and mapping results back to file time.
 
 A file that fits one 30 s window is one chunk. For longer files Silero VAD (bundled with
-faster-whisper) finds speech; regions are packed into windows of at most 30 s with the
-silence between them removed, exactly as faster-whisper's batched pipeline does. Each
+faster-whisper, run over the stream by :mod:`asrserve.audio.vad`) finds speech; regions are
+packed into windows of at most 30 s with the silence between them removed, exactly as
+faster-whisper's batched pipeline does. A window is a list of sample ranges, not samples. Each
 window's decoded timestamps live on that speech-only timeline and are
 mapped back to the original file's time by :func:`restore`.
 """
@@ -12,53 +13,68 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, RawSegment
 from asrserve.transcript import Segment, Word
 
 
 @dataclass(frozen=True)
-class ChunkPlan:
-    audio: np.ndarray
+class Span:
+    """One ≤30 s window: the file's sample ranges it joins, and where it sits on the
+    speech-only timeline. Its samples are read when it is about to run."""
+
+    pieces: tuple[tuple[int, int], ...]
     offset: float  # seconds on the speech-only timeline
     duration: float
 
 
 @dataclass(frozen=True)
-class AudioPlan:
-    chunks: list[ChunkPlan]
+class Layout:
+    spans: list[Span]
     speech: list[dict[str, int]]  # speech regions in samples, for restoring timestamps
     duration: float
 
 
-def plan(audio: np.ndarray, *, vad: bool) -> AudioPlan:
-    from faster_whisper.vad import VadOptions, collect_chunks, get_speech_timestamps
+def fixed_regions(samples: int) -> list[dict[str, int]]:
+    """Without VAD: the file cut into 30 s regions."""
+    step = int(CHUNK_SECONDS * SAMPLING_RATE)
+    return [{"start": at, "end": min(at + step, samples)} for at in range(0, samples, step)]
 
-    duration = audio.shape[0] / SAMPLING_RATE
-    if vad:
-        options = VadOptions(max_speech_duration_s=CHUNK_SECONDS, min_silence_duration_ms=160)
-        speech = get_speech_timestamps(audio, options)
-    else:
-        step = int(CHUNK_SECONDS * SAMPLING_RATE)
-        speech = [
-            {"start": start, "end": min(start + step, audio.shape[0])}
-            for start in range(0, audio.shape[0], step)
-        ]
+
+def layout(speech: list[dict[str, int]], samples: int) -> Layout:
+    """The windows of a file of ``samples`` samples whose speech regions are ``speech``."""
+    duration = samples / SAMPLING_RATE
     if speech and duration <= CHUNK_SECONDS:
         # One window holds it all: decode it as it is, pauses included, like faster-whisper's
         # sequential path (removing the pauses measurably hurt accuracy).
-        whole = [{"start": 0, "end": audio.shape[0]}]
-        return AudioPlan([ChunkPlan(audio, 0.0, duration)], whole, duration)
+        whole = [{"start": 0, "end": samples}]
+        return Layout([Span(((0, samples),), 0.0, duration)], whole, duration)
     if not speech:
-        return AudioPlan(chunks=[], speech=[], duration=duration)
-    pieces, metadata = collect_chunks(audio, speech, max_duration=CHUNK_SECONDS)
-    chunks = [
-        ChunkPlan(audio=piece, offset=float(meta["offset"]), duration=float(meta["duration"]))
-        for piece, meta in zip(pieces, metadata, strict=True)
-        if piece.size
-    ]
-    return AudioPlan(chunks=chunks, speech=speech, duration=duration)
+        return Layout([], [], duration)
+    return Layout(_pack(speech), speech, duration)
+
+
+def _pack(speech: list[dict[str, int]]) -> list[Span]:
+    """Regions packed in order into windows of at most 30 s, the silence between them
+    removed (as faster-whisper's ``collect_chunks`` does)."""
+    limit = CHUNK_SECONDS * SAMPLING_RATE
+    spans: list[Span] = []
+    pieces: list[tuple[int, int]] = []
+    length = before = 0
+
+    def close() -> None:
+        if pieces:
+            spans.append(Span(tuple(pieces), before / SAMPLING_RATE, length / SAMPLING_RATE))
+
+    for region in speech:
+        size = region["end"] - region["start"]
+        if length + size > limit:
+            close()
+            before += length
+            pieces, length = [], 0
+        pieces.append((region["start"], region["end"]))
+        length += size
+    close()
+    return spans
 
 
 def restore(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,9 @@ INPUT_SLACK_S = 0.01
 # The highest sample rate of real audio hardware. FFmpeg's resampler builds a filter that
 # grows with the input rate: a header claiming 2 GHz costs over 600 MB and seconds of CPU.
 MAX_SAMPLE_RATE = 768_000
+# The most audio one resampling step may turn into 16 kHz samples (a frame at 1 Hz holding
+# thousands of samples would otherwise become hundreds of megabytes in one go).
+MAX_FRAME_S = 10.0
 # Packets the intake probe decodes at most looking for the first samples.
 PROBE_PACKETS = 64
 FLOAT_FORMATS = frozenset({"flt", "fltp", "dbl", "dblp"})
@@ -96,35 +100,47 @@ def _first_samples(container: Any, stream: Any) -> bool | None:
 def decode(path: Path, max_seconds: float, *, channel: int | None = None) -> np.ndarray:
     """Whole file as float32 at 16 kHz; stops reading as soon as the limit is passed.
 
+    Holds the whole file in memory: for tools and the unbatched baseline. The service's
+    batched path reads :func:`stream` a block at a time instead.
+    ``channel`` picks one channel of a multi-channel file instead of the mono mix.
+    """
+    parts = list(stream(path, max_seconds, channel=channel))
+    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+    if samples.size == 0:
+        raise empty_audio()
+    return samples.astype(np.float32) / 32768.0
+
+
+def stream(path: Path, max_seconds: float, *, channel: int | None = None) -> Iterator[np.ndarray]:
+    """The first audio stream as 16 kHz int16 blocks, a decoded frame at a time: memory
+    stays bounded by one frame however long the file (or however low its sample rate).
+
+    Raises :class:`AudioError` (413 past ``max_seconds``, 415 undecodable) while reading.
     ``channel`` picks one channel of a multi-channel file instead of the mono mix.
     """
     layout = "mono" if channel is None else "stereo"
     try:
         with av.open(str(path), mode="r", metadata_errors="ignore") as container:
             stream = _audio_stream(container)
-            samples = _read(container, stream, layout, max_seconds)
+            for block in _read(container, stream, layout, max_seconds):
+                yield block if channel is None else block[channel::2]
     except AudioError:
         raise
     except DECODE_ERRORS as exc:
         raise undecodable(describe(exc)) from exc
-    if channel is not None:
-        samples = samples[channel::2]
-    if samples.size == 0:
-        raise empty_audio()
-    return samples.astype(np.float32) / 32768.0
 
 
-def _read(container: Any, stream: Any, layout: str, max_seconds: float) -> np.ndarray:
+def _read(container: Any, stream: Any, layout: str, max_seconds: float) -> Iterator[np.ndarray]:
     """The first audio stream as interleaved s16 at 16 kHz, at most ``max_seconds`` of it.
 
-    The input's length is checked before each frame is resampled (a frame at a very low
-    sample rate would otherwise blow up to far past the limit in one go), the output's
-    after. Float samples stored verbatim are made finite first (:func:`_finite`).
+    The input's length is checked before each frame is resampled, the output's after. A
+    frame holding more than :data:`MAX_FRAME_S` of audio (a very low sample rate) is
+    resampled in slices, so that no single step can produce more than that. Float samples
+    stored verbatim are made finite first (:func:`_finite`).
     """
     verbatim_floats = stream.codec_context.name.startswith(VERBATIM_FLOAT_CODECS)
     resampler = av.AudioResampler(format="s16", layout=layout, rate=SAMPLING_RATE)
     limit = int(max_seconds * SAMPLING_RATE) * (1 if layout == "mono" else 2)
-    parts: list[np.ndarray] = []
     total = 0
     seconds = 0.0
     for frame in itertools.chain(container.decode(stream), [None]):
@@ -135,12 +151,32 @@ def _read(container: Any, stream: Any, layout: str, max_seconds: float) -> np.nd
                 raise too_long(None, max_seconds)
             if verbatim_floats:
                 frame = _finite(frame)
-        for out in resampler.resample(frame):
-            parts.append(out.to_ndarray().reshape(-1))
-            total += parts[-1].size
-        if total > limit:
-            raise too_long(None, max_seconds)
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+        for piece in _slices(frame):
+            for out in resampler.resample(piece):
+                block = out.to_ndarray().reshape(-1)
+                total += block.size
+                if total > limit:
+                    raise too_long(None, max_seconds)
+                yield block
+
+
+def _slices(frame: Any) -> list[Any]:
+    """``frame`` cut into frames of at most :data:`MAX_FRAME_S` seconds (None: the flush)."""
+    if frame is None or frame.samples <= MAX_FRAME_S * frame.sample_rate:
+        return [frame]
+    step = max(int(MAX_FRAME_S * frame.sample_rate), 1)
+    samples = frame.to_ndarray()
+    planar = frame.format.is_planar
+    width = 1 if planar else len(frame.layout.channels)
+    pieces = []
+    for start in range(0, frame.samples, step):
+        part = samples[:, start * width : (start + step) * width]
+        piece = av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(part), format=frame.format.name, layout=frame.layout.name
+        )
+        piece.sample_rate = frame.sample_rate
+        pieces.append(piece)
+    return pieces
 
 
 def _finite(frame: Any) -> Any:

@@ -1,4 +1,11 @@
-"""From a stored upload to model-ready chunks: decode, VAD-chunk, log-mel. Runs in a pool."""
+"""From a stored upload to model-ready chunks: decode, VAD, windows, log-mel.
+
+:func:`decode_audio` reads the file once, a frame at a time, into a :class:`Pcm` (in memory
+for a few minutes of audio, a temporary file past that) while the speech detector runs over
+the same blocks; :func:`chunk_inputs` makes a window's features when it is about to run.
+Memory per job is bounded by a frame, a detector block and the windows in flight, not by
+the length of the file. Both block: they run in the preprocessing pool.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +15,43 @@ from pathlib import Path
 
 import numpy as np
 
-from asrserve.audio.chunk import AudioPlan, plan
-from asrserve.audio.decode import decode
-from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, SAMPLING_RATE, ChunkInput, Engine
+from asrserve.audio.chunk import Layout, Span, fixed_regions, layout
+from asrserve.audio.decode import stream
+from asrserve.audio.errors import empty_audio
+from asrserve.audio.pcm import Pcm
+from asrserve.audio.vad import SpeechDetector, VadConfig
+from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, ChunkInput, Engine
+
+# Regions of at most one window; pauses of 160 ms split them (faster-whisper's batched
+# pipeline uses the same).
+VAD = VadConfig(max_speech_s=CHUNK_SECONDS, min_silence_ms=160)
+
+
+@dataclass(frozen=True)
+class DecodedAudio:
+    """A job's audio decoded once: its samples, speech regions and ≤30 s windows."""
+
+    pcm: Pcm
+    layout: Layout
+
+    @property
+    def duration(self) -> float:
+        return self.layout.duration
+
+    def close(self) -> None:
+        self.pcm.close()
 
 
 @dataclass(frozen=True)
 class PreparedAudio:
-    audio: np.ndarray
-    plan: AudioPlan
+    """Every window's features at once (tools: the bench, ``asrserve transcribe``)."""
+
+    layout: Layout
     chunks: list[ChunkInput]
 
     @property
     def duration(self) -> float:
-        return self.plan.duration
+        return self.layout.duration
 
 
 FULL_WINDOW_S = CHUNK_SECONDS
@@ -37,28 +67,52 @@ def window_frames(duration: float, windows: Sequence[float]) -> int:
     return round(FULL_WINDOW_S * FRAMES_PER_SECOND)
 
 
+def decode_audio(
+    path: Path, *, max_seconds: float, vad: bool, folder: Path | None = None
+) -> DecodedAudio:
+    """Decode ``path`` once into 16 kHz samples (spilled to ``folder`` past a few minutes),
+    finding speech on the way; raises :class:`AudioError` as :func:`stream` does."""
+    pcm = Pcm(folder)
+    try:
+        detector = SpeechDetector(VAD) if vad else None
+        for block in stream(path, max_seconds):
+            pcm.append(block)
+            if detector is not None:
+                detector.feed(block.astype(np.float32) / 32768.0)
+        if pcm.samples == 0:
+            raise empty_audio()
+        speech = detector.finish() if detector is not None else fixed_regions(pcm.samples)
+        return DecodedAudio(pcm, layout(speech, pcm.samples))
+    except BaseException:
+        pcm.close()
+        raise
+
+
+def chunk_inputs(
+    decoded: DecodedAudio, spans: Sequence[Span], engine: Engine, windows: tuple[float, ...]
+) -> list[ChunkInput]:
+    """The model inputs of ``spans``: their samples read back, log-mel features padded to the
+    smallest encoder window that holds each (``windows``, seconds)."""
+    chunks = []
+    for span in spans:
+        audio = np.concatenate([decoded.pcm.read(start, end) for start, end in span.pieces])
+        features = engine.features(audio, window_frames(span.duration, windows))
+        chunks.append(ChunkInput(features=features, offset=span.offset, duration=span.duration))
+    return chunks
+
+
 def prepare(
     path: Path,
     engine: Engine,
     *,
     max_seconds: float,
     vad: bool,
-    whole: bool = False,
     windows: tuple[float, ...] = (FULL_WINDOW_S,),
 ) -> PreparedAudio:
-    """Blocking; ``whole`` skips chunking for the plain (unbatched) path. ``windows`` are
-    the encoder window lengths (s) a chunk may be padded to (just 30 s: Whisper's own)."""
-    audio = decode(path, max_seconds)
-    if whole:
-        duration = audio.shape[0] / SAMPLING_RATE
-        return PreparedAudio(audio, AudioPlan(chunks=[], speech=[], duration=duration), [])
-    audio_plan = plan(audio, vad=vad)
-    chunks = [
-        ChunkInput(
-            features=engine.features(c.audio, window_frames(c.duration, windows)),
-            offset=c.offset,
-            duration=c.duration,
-        )
-        for c in audio_plan.chunks
-    ]
-    return PreparedAudio(audio, audio_plan, chunks)
+    """Every window of a file with its features (blocking; for tools, which hold them all)."""
+    decoded = decode_audio(path, max_seconds=max_seconds, vad=vad)
+    try:
+        chunks = chunk_inputs(decoded, decoded.layout.spans, engine, windows)
+    finally:
+        decoded.close()
+    return PreparedAudio(decoded.layout, chunks)
