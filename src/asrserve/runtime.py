@@ -212,6 +212,7 @@ def _scheduler(
         max_age=settings.max_queue_age_s,
         offline_priority=Priority.BATCH,
         offline_holdoff=settings.offline_holdoff_ms / 1000,
+        run_timeout_floor=settings.run_timeout_floor_s,
     )
     kind = resolve_device(settings)
     indices = settings.device_index if kind == "cuda" else range(len(engines))

@@ -29,7 +29,7 @@ from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
 from asrserve.backends import Backend
-from asrserve.batching.scheduler import DeadlineExceeded, Scheduler
+from asrserve.batching.scheduler import DeadlineExceeded, RunTimeout, Scheduler
 from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.engine.base import SAMPLING_RATE, Engine, RawSegment
 from asrserve.events import Finished
@@ -285,6 +285,9 @@ class Worker:
             error = JobError(status=exc.status, code=exc.code, message=exc.message)
         except QuotaExceeded as exc:
             error = JobError(status=429, code="quota_exceeded", message=str(exc))
+        except RunTimeout as exc:
+            log.error("job %s failed: %s", job.id, exc)
+            error = JobError(status=500, code="run_timeout", message=str(exc))
         except DeadlineExceeded:
             error = JobError(
                 status=504,

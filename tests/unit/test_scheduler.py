@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 import pytest
 
 from asrserve.batching.clock import ManualClock
-from asrserve.batching.scheduler import DeadlineExceeded, Device, Scheduler, SchedulerConfig
-from asrserve.engine.base import ChunkInput
+from asrserve.batching.scheduler import (
+    DeadlineExceeded,
+    Device,
+    RunTimeout,
+    Scheduler,
+    SchedulerConfig,
+    WorkItem,
+)
+from asrserve.batching.stats import BatchRecord
+from asrserve.engine.base import ChunkInput, RawSegment
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.settings import BatchPolicy
 from tests.fakes import FakeEngine, chunk
@@ -260,3 +269,54 @@ def test_a_steady_online_client_slows_offline_work_but_cannot_stop_it() -> None:
         assert engine.batches.count([9.0]) == 1
 
     run(config, body)
+
+
+class HangingEngine(FakeEngine):
+    """Hangs on a 7.77 s chunk until released (as a wedged engine call would, forever)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hung = threading.Event()
+        self.release = threading.Event()
+
+    def transcribe_batch(
+        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+    ) -> list[list[RawSegment]]:
+        if any(abs(c.duration - 7.77) < 0.01 for c in chunks):
+            self.hung.set()
+            self.release.wait(10)
+        return super().transcribe_batch(chunks, options)
+
+
+def test_a_hung_batch_fails_its_chunks_and_the_device_goes_on() -> None:
+    engine = HangingEngine()
+
+    async def body(s: Scheduler, _: FakeEngine, clock: ManualClock) -> None:
+        (hung,) = s.submit_chunks("h", 1, OPTS, [chunk(7.77)])
+        assert await asyncio.to_thread(engine.hung.wait, 5)
+        clock.advance(59)
+        await settle()
+        assert not hung.done()  # not yet: the floor is 60 s
+        clock.advance(2)
+        with pytest.raises(RunTimeout):
+            await hung
+        after = s.submit_chunks("ok", 1, OPTS, [chunk(1.0)])
+        (segments,) = await asyncio.gather(*after)
+        assert segments[0].text == " 1.0"
+        assert not engine.release.is_set()  # it ran while the hung call is still stuck
+        engine.release.set()
+
+    run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8, run_timeout_floor=60), body, engine)
+
+
+def test_the_run_timeout_follows_the_measured_speed() -> None:
+    config = SchedulerConfig(run_timeout_floor=20, run_timeout_factor=10)
+    scheduler = Scheduler([Device("0", FakeEngine())], config)
+    future: asyncio.Future[object] = asyncio.Future(loop=asyncio.new_event_loop())
+    item = WorkItem("a", 1, OPTS, 0, 0.0, future, chunk=chunk(30.0))
+    assert scheduler.run_timeout([item]) == 20  # nothing measured yet: the floor
+    record = BatchRecord("0", 1, 0.0, 2.0, [0.0], 10.0, 0, 3000)  # 10 audio s in 2 s
+    scheduler.stats.record(record)
+    assert scheduler.run_timeout([item, item]) == pytest.approx(10 * 60 * 2 / 10)
+    scheduler.close()
+    future.get_loop().close()

@@ -47,6 +47,11 @@ class DeadlineExceeded(Exception):
     """The chunk's deadline passed before a device picked it up; it never ran."""
 
 
+class RunTimeout(Exception):
+    """A batch ran far longer than the device's measured speed allows: it hangs. Its
+    chunks fail with this; the device goes on in a fresh thread."""
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     policy: BatchPolicy = BatchPolicy.GREEDY
@@ -59,6 +64,10 @@ class SchedulerConfig:
     # busy client is usually already on its way, and would otherwise wait out that batch).
     offline_priority: int | None = None
     offline_holdoff: float = 0.0
+    # A batch that runs longer than ``run_timeout_factor`` times what the device's measured
+    # speed predicts for its audio, and at least ``run_timeout_floor`` s, is a hang.
+    run_timeout_floor: float = 300.0
+    run_timeout_factor: float = 10.0
 
 
 @dataclass(eq=False)
@@ -110,6 +119,12 @@ class Device:
 
     def __post_init__(self) -> None:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"device-{self.name}")
+
+    def replace_executor(self) -> None:
+        """A fresh thread for the device: the old one is stuck in a call that hangs."""
+        stuck = self.executor
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"device-{self.name}")
+        stuck.shutdown(wait=False, cancel_futures=True)
 
 
 class Scheduler:
@@ -281,15 +296,13 @@ class Scheduler:
 
     async def _execute(self, device: Device, batch: list[WorkItem]) -> None:
         started = self.clock.now()
-        loop = asyncio.get_running_loop()
         try:
             if batch[0].chunk is None:
                 audio, options = batch[0].audio, batch[0].options
                 assert audio is not None
+                timeout = self.run_timeout(batch)
                 outputs: list[Any] = [
-                    await loop.run_in_executor(
-                        device.executor, device.engine.transcribe, audio, options
-                    )
+                    await self._bounded(device, timeout, device.engine.transcribe, audio, options)
                 ]
             else:
                 outputs = await self._run_chunks(device, batch)
@@ -338,29 +351,54 @@ class Scheduler:
                 item.future.set_result(output)
 
     async def _run_chunks(self, device: Device, batch: list[WorkItem]) -> list[Any]:
-        loop = asyncio.get_running_loop()
         chunks = [item.chunk for item in batch if item.chunk is not None]
+        options, timeout = batch[0].options, self.run_timeout(batch)
+        run = device.engine.transcribe_batch
         try:
-            return list(
-                await loop.run_in_executor(
-                    device.executor, device.engine.transcribe_batch, chunks, batch[0].options
-                )
-            )
+            return list(await self._bounded(device, timeout, run, chunks, options))
+        except RunTimeout:
+            raise  # running its chunks again one by one would hang the device again
         except Exception:
             if len(batch) == 1:
                 raise
         # Isolate the chunk that broke the batch: the others still get their results.
         results: list[Any] = []
-        for chunk in chunks:
+        for item, chunk in zip(batch, chunks, strict=True):
             try:
-                results.extend(
-                    await loop.run_in_executor(
-                        device.executor, device.engine.transcribe_batch, [chunk], batch[0].options
-                    )
-                )
+                alone = self.run_timeout([item])
+                results.extend(await self._bounded(device, alone, run, [chunk], options))
             except Exception as exc:
                 results.append(exc)
         return results
+
+    def run_timeout(self, batch: Sequence[WorkItem]) -> float:
+        """How long ``batch`` may run before it counts as hung: ``run_timeout_factor`` times
+        what the measured speed (audio seconds per busy device second) predicts, and at
+        least ``run_timeout_floor``."""
+        config, stats = self.config, self.stats
+        busy = sum(stats.busy_seconds.values())
+        floor = config.run_timeout_floor
+        if busy <= 0 or stats.audio_seconds <= 0:
+            return floor
+        expected = sum(item.duration for item in batch) * busy / stats.audio_seconds
+        return max(floor, config.run_timeout_factor * expected)
+
+    async def _bounded(
+        self, device: Device, timeout: float, call: Callable[..., Any], *args: Any
+    ) -> Any:
+        """``call(*args)`` in the device's thread, or :class:`RunTimeout` after ``timeout``
+        (on the scheduler's clock). A hung call cannot be stopped: its thread is left to
+        itself, and the device goes on in a new one."""
+        future = asyncio.get_running_loop().run_in_executor(device.executor, call, *args)
+        done = asyncio.Event()
+        future.add_done_callback(lambda _: done.set())
+        await self.clock.wait(done, self.clock.now() + timeout)
+        if not future.done():
+            log.error("a batch on %s ran past %.0f s; leaving its thread", device.name, timeout)
+            device.replace_executor()
+            future.cancel()
+            raise RunTimeout(f"the engine ran past {timeout:.0f} s on {device.name} (hung)")
+        return future.result()
 
     def pending_count(self, priorities: Collection[int] | None = None) -> int:
         if priorities is None:
