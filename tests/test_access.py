@@ -239,5 +239,5 @@ def test_callbacks_to_private_addresses_are_refused(server: Server, short: Clip)
     refused_batch = httpx.post(f"{server.url}/v1/batches", json=body)
     assert (
         refused_batch.status_code == 400
-        and refused_batch.json()["error"]["param"] == "callback_url"
+        and refused_batch.json()["error"]["param"] == "metadata.callback_url"
     )

@@ -213,7 +213,7 @@ def test_invalid_requests_fail_validation_by_line(server: Server, tmp_path: Path
         ({"completion_window": "1h"}, 400, "completion_window"),
         ({"input_file_id": "file-missing"}, 404, "file_id"),
         ({"metadata": {f"k{i}": "v" for i in range(17)}}, 400, "metadata"),
-        ({"metadata": {"callback_url": "ftp://example.com/x"}}, 400, "callback_url"),
+        ({"metadata": {"callback_url": "ftp://example.com/x"}}, 400, "metadata.callback_url"),
     ],
 )
 def test_create_batch_rejects_bad_parameters(

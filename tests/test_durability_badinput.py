@@ -426,7 +426,13 @@ BAD_PARAMS = [
     ),
     pytest.param(BOTH, {"language": "fr"}, "language", "unsupported_language", id="language-fr"),
     pytest.param(BOTH, {"beam_size": "0"}, "beam_size", None, id="beam-size-0"),
-    pytest.param((JOBS,), {"callback_url": "ftp://x"}, "callback_url", None, id="callback-ftp"),
+    pytest.param(
+        (JOBS,),
+        {"callback_url": "ftp://x"},
+        "callback_url",
+        "invalid_callback_url",
+        id="callback-ftp",
+    ),
 ]
 
 

@@ -24,6 +24,8 @@ from asrserve.api.access import AccessControl
 from asrserve.api.deps import ApiContext
 from asrserve.api.errors import install_error_handlers
 from asrserve.api.forms import ModelInfo
+from asrserve.api.hosts import HostCheck
+from asrserve.api.json_body import install as install_body_limit
 from asrserve.api.schemas import job_view
 from asrserve.api.uploads import UploadGate, UploadLimits
 from asrserve.backends import Backend, Background, open_backend
@@ -98,7 +100,9 @@ def create_app(
         description="Whisper transcription built around a dynamic batching scheduler.",
     )
     app.state.context = context
+    install_body_limit(app, settings.max_json_body_bytes)  # innermost: after keys
     app.middleware("http")(AccessControl(settings, backend.keys, backend.limiter))
+    app.add_middleware(HostCheck, settings=settings)  # before keys: 421 for a rebound name
     app.middleware("http")(context.metrics.middleware)  # outermost: counts 401s and 429s too
     install_error_handlers(app)
     for module in (health_routes, audio_routes, job_routes, file_routes, batch_routes):

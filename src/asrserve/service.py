@@ -20,7 +20,7 @@ from asrserve.backends import Backend
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
 from asrserve.jobs.store import JobStore
-from asrserve.outbound import BlockedUrl, check_url
+from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
@@ -145,9 +145,13 @@ class Service:
         return await self.store.get(job_id)
 
 
-def check_callback(url: str, settings: Settings) -> None:
-    """400 for a callback URL the service may not call (see :mod:`asrserve.outbound`)."""
+def check_callback(url: str, settings: Settings, param: str = "callback_url") -> None:
+    """400 for a callback URL the service may not call (see :mod:`asrserve.outbound`):
+    ``invalid_callback_url`` if malformed, ``callback_not_allowed`` if blocked."""
     try:
         check_url(url, settings.webhook_allow)
+    except InvalidUrl as exc:
+        message = f"{param} is not a usable URL: {exc}"
+        raise ApiError(400, message, param=param, code="invalid_callback_url") from None
     except BlockedUrl as exc:
-        raise ApiError(400, str(exc), param="callback_url", code="callback_not_allowed") from None
+        raise ApiError(400, str(exc), param=param, code="callback_not_allowed") from None

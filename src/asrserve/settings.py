@@ -50,6 +50,11 @@ class Settings(BaseSettings):
     webhook_allow: Annotated[tuple[str, ...], NoDecode] = Field(
         (), description="Hosts or CIDRs callbacks may reach although private (e.g. 10.0.0.0/8)."
     )
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Host header names accepted besides the bind address and loopback names"
+        " (comma-separated; '*': any). Checked with auth off, and with auth on once set.",
+    )
 
     # Storage
     data_dir: Path = Path("data")
@@ -97,6 +102,12 @@ class Settings(BaseSettings):
         16, ge=1, description="Batch API items in flight; their own budget, never online slots."
     )
     preprocess_threads: int = Field(0, ge=0, description="Audio decode/feature threads; 0 = cores.")
+    run_timeout_floor_s: float = Field(
+        300.0,
+        gt=0,
+        description="A batch that runs 10x longer than the measured speed predicts, and at least"
+        " this long, is hung: its jobs fail (run_timeout) and the device goes on.",
+    )
 
     # Limits
     max_sync_upload_bytes: int = Field(25 * MIB, ge=1)
@@ -105,6 +116,12 @@ class Settings(BaseSettings):
     sync_timeout_s: float = Field(900.0, gt=0)
     max_wait_param_s: float = Field(60.0, gt=0, description="Cap for ?wait= long polls.")
     max_attempts: int = Field(3, ge=1, description="Deliveries before a job is failed.")
+    max_json_body_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="A JSON request body (POST /v1/batches); a larger one gets 413, cut off"
+        " while it is read.",
+    )
 
     # Admission and backpressure (429 with Retry-After past these)
     max_queued_jobs: int = Field(1000, ge=1, description="Unfinished jobs per online class.")
@@ -127,10 +144,30 @@ class Settings(BaseSettings):
         30.0, gt=0, description="An upload that sends nothing for this long gets 408."
     )
     upload_timeout_s: float = Field(900.0, gt=0, description="Longest time to receive one upload.")
+    max_uploads_per_key: int = Field(
+        0,
+        ge=0,
+        description="Uploads one API key (auth off: one client address) may have received at"
+        " once; more get 503 + Retry-After. 0: a quarter of max_concurrent_uploads, at least 1.",
+    )
+    upload_min_rate_bytes_s: int = Field(
+        16 * 1024,
+        ge=0,
+        description="An upload must average this many bytes/s, after upload_rate_grace_s"
+        " of slack, or gets 408 (0: no minimum).",
+    )
+    upload_rate_grace_s: float = Field(
+        10.0, ge=0, description="Seconds an upload may lag behind upload_min_rate_bytes_s."
+    )
 
     # Files and Batch API
     max_batch_file_bytes: int = Field(100 * MIB, ge=1, description="A batch's JSONL input file.")
     max_batch_requests: int = Field(50_000, ge=1, description="Lines in one batch.")
+    max_batch_line_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="One line of a batch's JSONL input; a longer one fails as line_too_long.",
+    )
     batch_window_s: float = Field(
         86400.0, gt=0, description="How long a completion_window='24h' batch may run."
     )
@@ -138,7 +175,12 @@ class Settings(BaseSettings):
     # Webhooks
     webhook_max_attempts: int = Field(6, ge=1)
     webhook_backoff_s: float = Field(1.0, gt=0)
-    webhook_timeout_s: float = Field(10.0, gt=0)
+    webhook_timeout_s: float = Field(
+        10.0, gt=0, description="Deadline for one delivery: lookup, connect, send and answer."
+    )
+    webhook_concurrency: int = Field(
+        8, ge=1, description="Webhook deliveries in progress at once (each on its own)."
+    )
 
     # Distributed mode (unset broker: embedded, one process on SQLite)
     broker: str | None = Field(
@@ -178,7 +220,7 @@ class Settings(BaseSettings):
             return (value,)
         return value
 
-    @field_validator("webhook_allow", mode="before")
+    @field_validator("webhook_allow", "allowed_hosts", mode="before")
     @classmethod
     def _parse_names(cls, value: object) -> object:
         if isinstance(value, str):
@@ -212,6 +254,11 @@ class Settings(BaseSettings):
     @property
     def audio_dir(self) -> Path:
         return self.data_dir / "audio"
+
+    @property
+    def spool_dir(self) -> Path:
+        """Decoded audio of long files while their jobs run (unnamed temporary files)."""
+        return self.data_dir / "spool"
 
     @property
     def files_dir(self) -> Path:

@@ -25,6 +25,8 @@ from asrserve.settings import Settings
 
 log = logging.getLogger(__name__)
 
+MAX_ANSWER_BYTES = 4096  # of a callback's answer: read, never kept
+
 
 @dataclass(frozen=True)
 class Owed:
@@ -89,6 +91,10 @@ class BatchWebhooks:
 
 
 class WebhookSender:
+    """Delivers what the sources say is owed: each delivery is a task of its own (at most
+    ``webhook_concurrency`` at once, one per owner), bounded by ``webhook_timeout_s`` in
+    all, and whatever goes wrong with it is recorded on its owner, never raised."""
+
     def __init__(
         self,
         settings: Settings,
@@ -102,57 +108,111 @@ class WebhookSender:
         )
         self._kick = asyncio.Event()
         self._due: dict[str, float] = {}
+        self._running: set[str] = set()
+        self._settled: set[str] = set()  # ended while the owed list was being read
 
     def kick(self) -> None:
         """Something finished with a callback: look at pending deliveries now."""
         self._kick.set()
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            self._kick.clear()
-            now = loop.time()
-            pending = [owed for source in self._sources for owed in await source.owed()]
-            due = [owed for owed in pending if self._due.get(owed.key, 0.0) <= now]
-            await asyncio.gather(*(self._deliver(owed) for owed in due))
-            waiting = [self._due[o.key] for o in pending if o.key in self._due]
-            timeout = max(min(waiting) - loop.time(), 0.0) if waiting else None
-            if due and timeout is None:
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), timeout)
+        async with asyncio.TaskGroup() as deliveries:  # cancelled with the sender
+            while True:
+                self._kick.clear()
+                timeout = await self._start_due(deliveries)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._kick.wait(), timeout)
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _deliver(self, owed: Owed) -> None:
-        error: str | None = None
-        blocked = False
+    async def _start_due(self, deliveries: asyncio.TaskGroup) -> float | None:
+        """Start the deliveries that are due and have room; the seconds until the next
+        retry falls due (None: only a kick brings more work)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        self._settled.clear()
+        pending = [owed for source in self._sources for owed in await source.owed()]
+        # an attempt that ended meanwhile may be read as still owed: its end kicks the loop,
+        # and the next reading says what is owed after it
+        busy = self._running | self._settled
+        idle = [owed for owed in pending if owed.key not in busy]
+        for owed in idle:
+            if len(self._running) >= self._settings.webhook_concurrency:
+                break  # a delivery ending kicks the loop
+            if self._due.get(owed.key, 0.0) <= now:
+                self._running.add(owed.key)
+                deliveries.create_task(self._attempt(owed), name=f"webhook {owed.key}")
+        # due now but no room: started when a delivery ends, which kicks the loop
+        waiting = [due for o in idle if (due := self._due.get(o.key, 0.0)) > now]
+        return max(min(waiting) - loop.time(), 0.0) if waiting else None
+
+    async def _attempt(self, owed: Owed) -> None:
         try:
-            target = await outbound.resolve(owed.url, self._settings.webhook_allow)
-            response = await self._client.post(
-                target.url,
-                json=owed.body,
-                headers={"X-Asrserve-Event": owed.event, "Host": target.host_header},
-                extensions={"sni_hostname": target.host},
-            )
-            if not response.is_success:  # a redirect (3xx) is not followed: it fails too
-                error = f"HTTP {response.status_code}"
-        except outbound.BlockedUrl as exc:
-            error, blocked = f"blocked: {exc}", True
-        except httpx.HTTPError as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error, final = await self._deliver(owed)
+            await self._record(owed, error, final=final)
+        except Exception:  # the store failed: the row stays pending and is tried again
+            log.exception("webhook for %s: could not record the attempt", owed.key)
+            self._due[owed.key] = asyncio.get_running_loop().time() + self._retry_s(1)
+        finally:
+            self._running.discard(owed.key)
+            self._settled.add(owed.key)
+            self.kick()
+
+    async def _deliver(self, owed: Owed) -> tuple[str | None, bool]:
+        """The error (None when delivered) and whether retrying it is pointless."""
+        try:
+            async with asyncio.timeout(self._settings.webhook_timeout_s):
+                return await self._post(owed), False
+        except outbound.InvalidUrl as exc:  # stored before intake checked it: never usable
+            return f"invalid callback URL: {exc}", True
+        except outbound.BlockedUrl as exc:  # the detail (what a name resolves to) is ours
+            log.warning("webhook for %s blocked: %s", owed.key, exc)
+            return f"blocked: {outbound.REFUSED}", True
+        except TimeoutError:
+            return f"no answer within {self._settings.webhook_timeout_s:g} s", False
+        except httpx.HTTPError as exc:  # the detail may name the address: kept in the log
+            log.info("webhook for %s: %r", owed.key, exc)
+            return type(exc).__name__, False
+        except Exception as exc:
+            log.exception("webhook for %s failed", owed.key)
+            return type(exc).__name__, False
+
+    async def _post(self, owed: Owed) -> str | None:
+        """POST to the checked address; the error, or None on a 2xx answer. Only the first
+        ``MAX_ANSWER_BYTES`` of the answer are read."""
+        target = await outbound.resolve(owed.url, self._settings.webhook_allow)
+        async with self._client.stream(
+            "POST",
+            target.url,
+            json=owed.body,
+            headers={"X-Asrserve-Event": owed.event, "Host": target.host_header},
+            extensions={"sni_hostname": target.host},
+        ) as response:
+            read = 0
+            async for chunk in response.aiter_raw():
+                read += len(chunk)
+                if read >= MAX_ANSWER_BYTES:
+                    break
+        if not response.is_success:  # a redirect (3xx) is not followed: it fails too
+            return f"HTTP {response.status_code}"
+        return None
+
+    async def _record(self, owed: Owed, error: str | None, *, final: bool) -> None:
         attempts = owed.attempts + 1
         if error is None:
             status = WebhookStatus.DELIVERED
-        elif blocked or attempts >= self._settings.webhook_max_attempts:
+        elif final or attempts >= self._settings.webhook_max_attempts:
             status = WebhookStatus.FAILED
         else:
             status = WebhookStatus.PENDING
         await owed.record(status, error)
         if status is WebhookStatus.PENDING:
-            delay = self._settings.webhook_backoff_s * 2 ** (attempts - 1)
+            delay = self._retry_s(attempts)
             self._due[owed.key] = asyncio.get_running_loop().time() + delay
             log.info("webhook for %s failed (%s); retry in %.1f s", owed.key, error, delay)
         else:
             self._due.pop(owed.key, None)
+
+    def _retry_s(self, attempts: int) -> float:
+        return float(self._settings.webhook_backoff_s * 2 ** (attempts - 1))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
@@ -12,7 +11,7 @@ from pydantic import BaseModel
 
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError
+from asrserve.api.errors import ApiError, shown
 from asrserve.api.file_routes import found as found_file
 from asrserve.api.forms import parse_callback
 from asrserve.api.schemas import page_body
@@ -24,6 +23,7 @@ from asrserve.batches.models import (
     BatchStatus,
     new_batch_id,
 )
+from asrserve.batches.requests import count_requests
 from asrserve.files.models import FilePurpose
 from asrserve.jobs.models import Priority
 from asrserve.service import check_callback
@@ -34,6 +34,7 @@ Ctx = Annotated[ApiContext, Depends(context)]
 Caller = Annotated[Principal, Depends(caller)]
 
 MAX_METADATA = 16
+CALLBACK_PARAM = "metadata.callback_url"
 
 
 class CreateBatch(BaseModel):
@@ -58,8 +59,7 @@ async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[s
     if record.purpose is not FilePurpose.BATCH:
         message = f"file '{record.id}' has purpose '{record.purpose.value}', not 'batch'"
         raise ApiError(400, message, param="input_file_id", code="invalid_file_purpose")
-    path = ctx.service.settings.files_dir / record.id
-    requests = await asyncio.to_thread(_count_lines, path)
+    requests = await asyncio.to_thread(_count_requests, record.id, ctx.service.settings)
     await ctx.service.admission.admit(Priority.BATCH, 0.0, count=requests)
     now = int(time.time())
     batch = Batch(
@@ -117,14 +117,27 @@ async def _found(ctx: ApiContext, batch_id: str, principal: Principal) -> Batch:
     """The batch if the caller may see it; 404 otherwise, as if it did not exist."""
     batch = await ctx.batches.get(batch_id)
     if batch is None or not principal.sees(batch.owner):
-        raise ApiError(404, f"no batch '{batch_id}'", param="batch_id", code="batch_not_found")
+        message = f"no batch '{shown(batch_id)}'"
+        raise ApiError(404, message, param="batch_id", code="batch_not_found")
     return batch
 
 
-def _count_lines(path: Path) -> int:
-    """Requests in a JSONL file (non-blank lines), for admission before validation."""
-    with path.open("rb") as handle:
-        return sum(1 for line in handle if line.strip())
+def _count_requests(file_id: str, settings: Settings) -> int:
+    """Requests in a JSONL file, counted as validation will find them (the same line
+    iterator), for admission; 400 ``too_many_requests`` over ``max_batch_requests``."""
+    try:
+        with (settings.files_dir / file_id).open("rb") as handle:
+            count = count_requests(handle, settings.max_batch_line_bytes)
+    except FileNotFoundError:
+        message = f"the content of '{file_id}' is gone"
+        raise ApiError(404, message, param="input_file_id", code="file_not_found") from None
+    if count > settings.max_batch_requests:
+        message = (
+            f"the input file has {count} requests; a batch holds at most"
+            f" {settings.max_batch_requests}"
+        )
+        raise ApiError(400, message, param="input_file_id", code="too_many_requests")
+    return count
 
 
 def _check_metadata(metadata: dict[str, str] | None, settings: Settings) -> None:
@@ -136,6 +149,6 @@ def _check_metadata(metadata: dict[str, str] | None, settings: Settings) -> None
         if len(key) > 64 or len(value) > 512:
             message = "metadata keys are at most 64 characters and values at most 512"
             raise ApiError(400, message, param="metadata")
-    callback = parse_callback(metadata.get("callback_url"))
+    callback = parse_callback(metadata.get("callback_url"), CALLBACK_PARAM)
     if callback:
-        check_callback(callback, settings)
+        check_callback(callback, settings, CALLBACK_PARAM)

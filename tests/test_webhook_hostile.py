@@ -1,0 +1,228 @@
+"""Hostile callback URLs and callback receivers against a real server (security review #13).
+
+A malformed callback is refused at intake with nothing kept; one stored by an older version
+fails alone at delivery while the duties go on; a receiver that answers slowly (a huge body,
+one byte at a time) stalls no other delivery and is cut off at the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from asrserve.corpus import Clip
+from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus, new_job_id
+from asrserve.jobs.sqlite import SqliteJobStore
+from asrserve.sqlite import Database
+from tests.conftest import Server
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT_S = (
+    15  # ASRSERVE_WEBHOOK_TIMEOUT_S: one delivery, all told (the other webhook has that long)
+)
+# What older versions accepted, and what each delivery of it now records.
+MALFORMED = {
+    "http://example.com:99999/": "invalid callback URL: the URL cannot be parsed (host or port)",
+    "http://a..b/": "invalid callback URL: the host is not a valid domain name",
+    "http://[::1": "invalid callback URL: the URL cannot be parsed (host or port)",
+    "http://[evil]/": "invalid callback URL: the URL cannot be parsed (host or port)",
+}
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    env = {
+        "ASRSERVE_WEBHOOK_ALLOW": "127.0.0.1",  # the receivers here listen on loopback
+        "ASRSERVE_WEBHOOK_TIMEOUT_S": str(TIMEOUT_S),
+        "ASRSERVE_WEBHOOK_BACKOFF_S": "600",  # no retry within a test
+    }
+    server = Server(tmp_path_factory.mktemp("webhook-hostile") / "data", env=env)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def clip(corpus: list[Clip]) -> Clip:
+    return min(corpus[:-1], key=lambda c: c.duration)
+
+
+@dataclass
+class Hook:
+    """A callback receiver on loopback. ``drip``: it answers 200 with a 100 MB body and
+    sends it one byte at a time until the caller hangs up."""
+
+    drip: bool = False
+    url: str = ""
+    received: threading.Event = field(default_factory=threading.Event)
+    hung_up: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def answer(self, handler: BaseHTTPRequestHandler) -> None:
+        handler.rfile.read(int(handler.headers.get("content-length", "0")))
+        self.received.set()
+        handler.send_response(200)
+        handler.send_header("content-length", str(100_000_000 if self.drip else 0))
+        handler.end_headers()
+        handler.wfile.flush()
+        try:
+            while self.drip and not self.stop.wait(0.2):  # the receiver's pace, not a sync
+                handler.wfile.write(b"x")
+                handler.wfile.flush()
+        except OSError:
+            self.hung_up.set()
+
+
+@contextlib.contextmanager
+def hook(*, drip: bool = False) -> Iterator[Hook]:
+    receiver = Hook(drip)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            receiver.answer(self)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    receiver.url = f"http://127.0.0.1:{httpd.server_address[1]}/hook"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        receiver.stop.set()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+def post_job(node: Server, clip: Clip, callback_url: str) -> httpx.Response:
+    with clip.path.open("rb") as audio:
+        return httpx.post(
+            f"{node.url}/v1/jobs",
+            files={"file": (clip.path.name, audio)},
+            data={"callback_url": callback_url},
+            timeout=60,
+        )
+
+
+def post_batch(node: Server, callback_url: str) -> httpx.Response:
+    body = {
+        "input_file_id": "file-x",
+        "endpoint": "/v1/audio/transcriptions",
+        "completion_window": "24h",
+        "metadata": {"callback_url": callback_url},
+    }
+    return httpx.post(f"{node.url}/v1/batches", json=body, timeout=60)
+
+
+def refusal(response: httpx.Response) -> tuple[int, str, str]:
+    error = response.json()["error"]
+    return response.status_code, error["code"], error["param"]
+
+
+def webhook_when(
+    node: Server, job_id: str, done: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The job's webhook state once ``done`` says so (or as it stands after 120 s)."""
+    deadline = time.monotonic() + 120
+    while True:
+        webhook: dict[str, Any] = httpx.get(f"{node.url}/v1/jobs/{job_id}").json()["webhook"]
+        if done(webhook) or time.monotonic() > deadline:
+            return webhook
+        time.sleep(0.05)  # the server's store: nothing to subscribe to over HTTP
+
+
+def files_under(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+def test_bad_callbacks_are_refused_with_nothing_kept(node: Server, clip: Clip) -> None:
+    audio = node.data_dir / "audio"
+    before = files_under(audio)
+    for url in MALFORMED:
+        refused = post_job(node, clip, url)
+        assert refusal(refused) == (400, "invalid_callback_url", "callback_url"), url
+        batch = post_batch(node, url)
+        assert refusal(batch) == (400, "invalid_callback_url", "metadata.callback_url"), url
+    nat64_loopback = "http://[64:ff9b::127.0.0.1]/hook"
+    refused = post_job(node, clip, nat64_loopback)
+    assert refusal(refused) == (400, "callback_not_allowed", "callback_url")
+    batch = post_batch(node, nat64_loopback)
+    assert refusal(batch) == (400, "callback_not_allowed", "metadata.callback_url")
+    assert files_under(audio) == before
+
+
+def _store_poisoned(data_dir: Path) -> dict[str, str]:
+    """Finished jobs whose webhooks are owed to malformed URLs, as an older version stored
+    them; each id → the error its delivery must record."""
+    jobs = [
+        Job(
+            id=new_job_id(),
+            status=JobStatus.FAILED,
+            error=JobError(status=500, code="test", message="stored by the test"),
+            finished_at=time.time(),
+            callback_url=url,
+            webhook_status=WebhookStatus.PENDING,
+        )
+        for url in MALFORMED
+    ]
+    db = Database(data_dir / "asrserve.db")
+    try:
+        store = SqliteJobStore(db)
+        for job in jobs:
+            asyncio.run(store.create(job))
+    finally:
+        db.close()
+    return {job.id: MALFORMED[job.callback_url or ""] for job in jobs}
+
+
+def test_a_poisoned_webhook_fails_alone_and_the_duties_go_on(node: Server, clip: Clip) -> None:
+    node.stop()
+    poisoned = _store_poisoned(node.data_dir)
+    node.start()
+    with hook() as good:
+        job = post_job(node, clip, good.url).json()
+        assert good.received.wait(120), "the good webhook was never delivered"
+        delivered = webhook_when(node, job["id"], lambda w: w["status"] != "pending")
+    assert delivered == {"url": good.url, "status": "delivered", "attempts": 1, "last_error": None}
+    for job_id, error in poisoned.items():
+        webhook = webhook_when(node, job_id, lambda w: w["status"] != "pending")
+        assert (webhook["status"], webhook["attempts"], webhook["last_error"]) == (
+            "failed",
+            1,
+            error,
+        )
+    assert node.log_path is not None
+    assert "the duties failed" not in node.log_path.read_text(errors="replace")
+
+
+def test_a_slow_huge_answer_stalls_no_other_webhook(node: Server, clip: Clip) -> None:
+    with hook(drip=True) as slow, hook() as good:
+        first = post_job(node, clip, slow.url).json()
+        assert slow.received.wait(120), "the slow receiver was never called"
+        second = post_job(node, clip, good.url).json()
+        assert good.received.wait(120), "the good webhook waited behind the slow one"
+        assert not slow.hung_up.is_set()  # delivered while the slow one was still going
+        stalled = webhook_when(node, first["id"], lambda w: w["attempts"] > 0)
+        assert slow.hung_up.wait(10), "the sender never hung up on the slow receiver"
+    assert stalled == {
+        "url": slow.url,
+        "status": "pending",  # retried later (after the back-off)
+        "attempts": 1,
+        "last_error": f"no answer within {TIMEOUT_S} s",
+    }
+    delivered = webhook_when(node, second["id"], lambda w: w["status"] != "pending")
+    assert (delivered["status"], delivered["attempts"]) == ("delivered", 1)
