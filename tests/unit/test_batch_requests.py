@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 import pytest
 
-from asrserve.api.forms import ModelInfo
+from asrserve.api.errors import ApiError
+from asrserve.api.forms import MAX_PROMPT_CHARS, ModelInfo, parse_request
 from asrserve.batches.models import BatchItem
 from asrserve.batches.output import split_lines
-from asrserve.batches.requests import InvalidInput, parse_input
+from asrserve.batches.requests import (
+    InvalidInput,
+    RequestLine,
+    count_requests,
+    jsonl_lines,
+    parse_input,
+)
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobError, JobStatus
 from tests.unit.test_backends import transcript
 
 MODEL = ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)
+LINE_LIMIT = 1024
+
+
+def parse(data: bytes, max_requests: int = 10) -> list[RequestLine]:
+    return parse_input(io.BytesIO(data), MODEL, max_requests, LINE_LIMIT)
 
 
 def line(custom_id: str = "a", **body: Any) -> str:
@@ -40,7 +53,7 @@ def test_parses_options_like_the_form_endpoint() -> None:
             line("c", temperature=0.2, language="en", prompt="Names: Ada."),
         ]
     ).encode()
-    a, b, c = parse_input(data, MODEL, max_requests=10)
+    a, b, c = parse(data)
     assert (a.line, b.line, c.line) == (1, 3, 4)
     assert a.request.options.beam_size == 5 and a.request.response_format is ResponseFormat.JSON
     assert (
@@ -64,18 +77,103 @@ def test_parses_options_like_the_form_endpoint() -> None:
 )
 def test_rejects(raw: bytes, code: str, param: str | None) -> None:
     with pytest.raises(InvalidInput) as caught:
-        parse_input(raw, MODEL, max_requests=10)
+        parse(raw)
     (error,) = caught.value.errors
     assert (error.code, error.param) == (code, param)
 
 
 def test_too_many_requests_and_error_cap() -> None:
     with pytest.raises(InvalidInput) as caught:
-        parse_input("\n".join(line(str(i)) for i in range(4)).encode(), MODEL, max_requests=3)
+        parse("\n".join(line(str(i)) for i in range(4)).encode(), max_requests=3)
     assert caught.value.errors[0].code == "too_many_requests"
     with pytest.raises(InvalidInput) as caught:
-        parse_input(b"x\n" * 500, MODEL, max_requests=1000)
+        parse(b"x\n" * 500, max_requests=1000)
     assert len(caught.value.errors) == 100 and caught.value.errors[-1].line == 100
+
+
+def test_lines_split_on_newline_only_and_count_as_parsed() -> None:
+    """\\r, \\x1e and U+2028 inside a line keep it one line; the count for admission is
+    the parse's count (before: admission split on \\n, parsing on every line boundary)."""
+    cr = line("cr").replace(", ", ",\r ")  # \r between tokens: JSON whitespace
+    rs = line("rs", prompt="a b").replace(" b", "\u2028b")  # a raw U+2028 in a JSON string
+    record_separator = "\x1e" + line("x1e")  # RFC 7464 style record separator
+    data = "\n".join([cr, "", rs, "  ", record_separator, line("last")]).encode()
+    with pytest.raises(InvalidInput) as caught:
+        parse(data)
+    (error,) = caught.value.errors  # \x1e is no JSON whitespace: that line alone is invalid
+    assert (error.code, error.line) == ("invalid_json", 5)
+    valid = "\n".join([cr, "", rs, "  ", line("last")]).encode()
+    requests = parse(valid)
+    assert [(r.line, r.custom_id) for r in requests] == [(1, "cr"), (3, "rs"), (5, "last")]
+    assert requests[1].request.options.prompt == "a\u2028b"
+    assert "\u2028".encode() in valid and b"\r" in valid
+    assert count_requests(io.BytesIO(valid), LINE_LIMIT) == len(requests) == 3
+    assert count_requests(io.BytesIO(data), LINE_LIMIT) == 4
+
+
+def test_an_overlong_line_fails_alone_and_is_never_held() -> None:
+    huge = line("huge", prompt="x" * 5000)
+    data = "\n".join([line("a"), huge, line("b"), "{not json"]).encode()
+    numbers = [(raw.number, raw.data is None) for raw in jsonl_lines(io.BytesIO(data), 1024)]
+    assert numbers == [(1, False), (2, True), (3, False), (4, False)]
+    with pytest.raises(InvalidInput) as caught:
+        parse(data)
+    errors = [(e.code, e.line) for e in caught.value.errors]
+    assert errors == [("line_too_long", 2), ("invalid_json", 4)]
+
+    class Reads(io.BytesIO):
+        longest = 0
+
+        def readline(self, size: int | None = -1) -> bytes:
+            piece = super().readline(size)
+            Reads.longest = max(Reads.longest, len(piece))
+            return piece
+
+    assert count_requests(Reads(b"y" * 1_000_000 + b"\n" + line("z").encode()), 1024) == 2
+    assert Reads.longest <= 64 * 1024
+
+
+def test_line_limit_counts_bytes_without_the_newline() -> None:
+    exact = line("e", prompt="p" * 100).encode()
+    limit = len(exact)
+    assert parse_input(io.BytesIO(exact + b"\n"), MODEL, 10, limit)[0].custom_id == "e"
+    assert parse_input(io.BytesIO(exact), MODEL, 10, limit)[0].custom_id == "e"
+    with pytest.raises(InvalidInput) as caught:
+        parse_input(io.BytesIO(exact + b" \n"), MODEL, 10, limit)
+    assert caught.value.errors[0].code == "line_too_long"
+
+
+def test_deeply_nested_json_is_a_line_error() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_input(io.BytesIO(b"[" * 60_000 + b"\n" + line("a").encode()), MODEL, 10, 65536)
+    (error,) = caught.value.errors
+    assert (error.code, error.line) == ("invalid_json", 1)
+
+
+def test_echoed_values_are_short() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse(line("a", **{"k" * 600: 1}).encode())
+    assert caught.value.errors[0].param == "body" and len(caught.value.errors[0].message) < 200
+    with pytest.raises(InvalidInput) as caught:
+        parse(line("a", file="file-" + "f" * 500).encode())
+    assert caught.value.errors[0].param == "body.file"
+
+
+def test_prompt_is_capped() -> None:
+    fits = parse_request({"prompt": ["p" * MAX_PROMPT_CHARS]}, MODEL)
+    assert fits.options.prompt == "p" * MAX_PROMPT_CHARS
+    with pytest.raises(ApiError) as caught:
+        parse_request({"prompt": ["p" * (MAX_PROMPT_CHARS + 1)]}, MODEL)
+    assert (caught.value.status, caught.value.param, caught.value.code) == (
+        400,
+        "prompt",
+        "prompt_too_long",
+    )
+    with pytest.raises(InvalidInput) as batch:
+        data = line("a", prompt="p" * (MAX_PROMPT_CHARS + 1)).encode()
+        parse_input(io.BytesIO(data), MODEL, 10, 64 * 1024)
+    (error,) = batch.value.errors
+    assert (error.code, error.param) == ("prompt_too_long", "body.prompt")
 
 
 def test_split_lines_one_per_request_in_input_order() -> None:

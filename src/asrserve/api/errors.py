@@ -51,6 +51,15 @@ class ApiError(Exception):
         return error_body(self.status, self.message, param=self.param, code=self.code)
 
 
+SHOWN_CHARS = 64
+
+
+def shown(value: str, limit: int = SHOWN_CHARS) -> str:
+    """A client's value as an error message may echo it: at most ``limit`` characters
+    (then "…"), so that no error repeats unbounded input."""
+    return value if len(value) <= limit else f"{value[:limit]}…"
+
+
 def error_body(
     status: int, message: str, *, param: str | None = None, code: str | None = None
 ) -> dict[str, Any]:
@@ -103,7 +112,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0] if exc.errors() else {}
-        param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+        param = shown(".".join(str(p) for p in first.get("loc", ())[1:])) or None
         message = f"{param}: {first.get('msg', 'invalid value')}" if param else "invalid request"
         return JSONResponse(error_body(422, message, param=param), status_code=422)
 

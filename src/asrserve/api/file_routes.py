@@ -9,7 +9,7 @@ from fastapi.responses import FileResponse
 
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError
+from asrserve.api.errors import ApiError, shown
 from asrserve.api.schemas import page_body
 from asrserve.api.uploads import receive_upload
 from asrserve.auth.principal import Principal
@@ -76,7 +76,8 @@ async def file_content(file_id: str, ctx: Ctx, principal: Caller) -> FileRespons
     record = await found(ctx, file_id, principal)
     path = ctx.service.settings.files_dir / record.id
     if not path.exists():
-        raise ApiError(404, f"the content of '{file_id}' is gone", code="file_not_found")
+        message = f"the content of '{record.id}' is gone"
+        raise ApiError(404, message, code="file_not_found")
     audio = record.purpose is FilePurpose.AUDIO
     media_type = "application/octet-stream" if audio else JSONL
     return FileResponse(path, media_type=media_type, filename=record.filename)
@@ -94,7 +95,8 @@ async def found(ctx: ApiContext, file_id: str, principal: Principal) -> StoredFi
     """The file if the caller may see it; 404 otherwise, as if it did not exist."""
     record = await ctx.files.get(file_id)
     if record is None or not principal.sees(record.owner):
-        raise ApiError(404, f"no file '{file_id}'", param="file_id", code="file_not_found")
+        message = f"no file '{shown(file_id)}'"
+        raise ApiError(404, message, param="file_id", code="file_not_found")
     return record
 
 

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from asrserve.api.access import caller
 from asrserve.api.audio_routes import ready_model, receive_transcription
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError
+from asrserve.api.errors import ApiError, shown
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.schemas import job_view, page_body
@@ -89,5 +89,5 @@ async def cancel_job(job_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]
 def _found(job: Job | None, job_id: str, principal: Principal) -> Job:
     """The job if the caller may see it; 404 otherwise, as if it did not exist."""
     if job is None or not principal.sees(job.owner):
-        raise ApiError(404, f"no job '{job_id}'", param="job_id", code="job_not_found")
+        raise ApiError(404, f"no job '{shown(job_id)}'", param="job_id", code="job_not_found")
     return job

@@ -1,19 +1,30 @@
-"""Validating a batch's JSONL input: every line, with line-numbered errors."""
+"""Validating a batch's JSONL input: every line, with line-numbered errors.
+
+The file is streamed, never read whole: lines are split on ``b"\\n"`` only (as JSONL defines
+them: a ``\\r``, ``\\x1e`` or U+2028 inside a line belongs to it; ``json.loads`` takes a
+``\\r`` between tokens as whitespace), read with a bounded ``readline`` so that a line over
+the per-line limit is skipped in pieces (``line_too_long``) and memory stays bounded by that
+limit, whatever the file's size. The same iterator counts the requests for admission
+(``POST /v1/batches``) and yields them for parsing, so the two counts never differ.
+"""
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
-from asrserve.api.errors import ApiError
+from asrserve.api.errors import ApiError, shown
 from asrserve.api.forms import ModelInfo, parse_request
 from asrserve.api.forms import Request as TranscriptionRequest
 from asrserve.batches.models import ENDPOINT, BatchErrorLine
 
 MAX_ERRORS = 100
 MAX_CUSTOM_ID = 512
+MAX_FILE_ID = 64  # ids are "file-" and 28 hex digits
+SKIP_BYTES = 64 * 1024  # what is read at a time while skipping the rest of an overlong line
 BODY_FIELDS = frozenset(
     {
         "file",
@@ -37,45 +48,77 @@ class RequestLine:
     request: TranscriptionRequest
 
 
+@dataclass(frozen=True)
+class Line:
+    number: int  # 1-based, counting every b"\n"-ended line, blank ones too
+    data: bytes | None  # None: longer than the limit (its bytes were skipped, never held)
+
+
 class InvalidInput(Exception):
     def __init__(self, errors: list[BatchErrorLine]) -> None:
         super().__init__(f"{len(errors)} invalid line(s)")
         self.errors = errors
 
 
-def parse_input(data: bytes, model: ModelInfo, max_requests: int) -> list[RequestLine]:
+def jsonl_lines(source: BinaryIO, max_line_bytes: int) -> Iterator[Line]:
+    """The non-blank lines of a JSONL stream, each at most ``max_line_bytes`` long (its
+    ``\\n`` aside), read in at most that many bytes at a time."""
+    for number in itertools.count(1):
+        data = source.readline(max_line_bytes + 1)
+        if not data:
+            return
+        if len(data) > max_line_bytes and not data.endswith(b"\n"):
+            _skip_line(source)
+            yield Line(number, None)
+        elif data.strip():
+            yield Line(number, data)
+
+
+def _skip_line(source: BinaryIO) -> None:
+    while True:
+        piece = source.readline(SKIP_BYTES)
+        if not piece or piece.endswith(b"\n"):
+            return
+
+
+def count_requests(source: BinaryIO, max_line_bytes: int) -> int:
+    """The requests (non-blank lines) :func:`parse_input` will find, for admission."""
+    return sum(1 for _ in jsonl_lines(source, max_line_bytes))
+
+
+def parse_input(
+    source: BinaryIO, model: ModelInfo, max_requests: int, max_line_bytes: int
+) -> list[RequestLine]:
     """Every request of the file, or :class:`InvalidInput` listing what is wrong (by line)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput([_error("invalid_encoding", f"not UTF-8: {exc.reason}")]) from exc
-    requests, errors = _parse_lines(text, model)
+    lines = jsonl_lines(source, max_line_bytes)
+    requests, errors = _parse_lines(lines, model, max_requests, max_line_bytes)
     if not errors and not requests:
         errors.append(_error("empty_file", "the input file has no requests"))
-    if len(requests) > max_requests:
-        message = f"the batch has {len(requests)} requests; at most {max_requests} are allowed"
-        errors.append(_error("too_many_requests", message))
     if errors:
         raise InvalidInput(errors)
     return requests
 
 
-def _parse_lines(text: str, model: ModelInfo) -> tuple[list[RequestLine], list[BatchErrorLine]]:
+def _parse_lines(
+    lines: Iterable[Line], model: ModelInfo, max_requests: int, max_line_bytes: int
+) -> tuple[list[RequestLine], list[BatchErrorLine]]:
     requests: list[RequestLine] = []
     errors: list[BatchErrorLine] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
+    for count, line in enumerate(lines, start=1):
+        if count > max_requests:
+            message = f"the batch has more than {max_requests} requests, the most allowed"
+            errors.insert(0, _error("too_many_requests", message))
+            break
         try:
-            request = _parse_line(raw, number, model)
+            request = _parse_line(line, model, max_line_bytes)
         except _LineError as exc:
             errors.append(exc.error)
         else:
-            first = seen.setdefault(request.custom_id, number)
-            if first != number:
-                message = f"custom_id '{request.custom_id}' is also used on line {first}"
-                errors.append(_error("duplicate_custom_id", message, "custom_id", number))
+            first = seen.setdefault(request.custom_id, line.number)
+            if first != line.number:
+                message = f"custom_id '{shown(request.custom_id)}' is also used on line {first}"
+                errors.append(_error("duplicate_custom_id", message, "custom_id", line.number))
             requests.append(request)
         if len(errors) >= MAX_ERRORS:
             break
@@ -88,14 +131,13 @@ class _LineError(Exception):
         self.error = error
 
 
-def _parse_line(raw: str, line: int, model: ModelInfo) -> RequestLine:
+def _parse_line(raw: Line, model: ModelInfo, max_line_bytes: int) -> RequestLine:
+    line = raw.number
+
     def fail(code: str, message: str, param: str | None = None) -> _LineError:
         return _LineError(_error(code, message, param, line))
 
-    try:
-        entry = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise fail("invalid_json", f"not valid JSON: {exc.msg}") from None
+    entry = _decode(raw, max_line_bytes, fail)
     if not isinstance(entry, dict):
         raise fail("invalid_request", "each line must be a JSON object")
     custom_id = _check_envelope(entry, fail)
@@ -108,6 +150,22 @@ def _parse_line(raw: str, line: int, model: ModelInfo) -> RequestLine:
         param = f"body.{exc.param}" if exc.param else "body"
         raise fail(exc.code or "invalid_body", exc.message, param) from None
     return RequestLine(line, custom_id, file_id, request)
+
+
+def _decode(raw: Line, max_line_bytes: int, fail: Callable[..., _LineError]) -> object:
+    """The line's JSON value: UTF-8, at most ``max_line_bytes``, JSON of a sane depth."""
+    if raw.data is None:
+        raise fail("line_too_long", f"the line is longer than {max_line_bytes} bytes")
+    try:
+        text = raw.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail("invalid_encoding", f"not UTF-8: {exc.reason}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise fail("invalid_json", f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise fail("invalid_json", "not valid JSON: nested too deeply") from None
 
 
 def _check_envelope(entry: dict[str, Any], fail: Callable[..., _LineError]) -> str:
@@ -130,9 +188,10 @@ def _check_body(body: object, fail: Callable[..., _LineError]) -> str:
         raise fail("invalid_body", "body must be a JSON object", "body")
     unknown = sorted(set(body) - BODY_FIELDS)
     if unknown:
-        raise fail("invalid_body", f"unknown body field(s): {', '.join(unknown)}", "body")
+        names = shown(", ".join(unknown))
+        raise fail("invalid_body", f"unknown body field(s): {names}", "body")
     file_id = body.get("file")
-    if not isinstance(file_id, str) or not file_id:
+    if not isinstance(file_id, str) or not 1 <= len(file_id) <= MAX_FILE_ID:
         raise fail(
             "invalid_body", "body.file must be the id of an uploaded audio file", "body.file"
         )

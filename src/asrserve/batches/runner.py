@@ -137,15 +137,25 @@ class BatchRunner:
             await quota.charge(self._service.keys, Principal.of(key, self._settings), seconds)
 
     async def _read_input(self, batch: Batch) -> list[RequestLine]:
+        """The requests, parsed line by line as the file is read (never read whole)."""
         record = await self._files.get(batch.input_file_id)
         path = self._settings.files_dir / batch.input_file_id
-        if record is None or not path.exists():
-            message = f"the input file '{batch.input_file_id}' no longer exists"
-            raise InvalidInput([BatchErrorLine(code="file_not_found", message=message)])
-        data = await asyncio.to_thread(path.read_bytes)
-        return await asyncio.to_thread(
-            parse_input, data, self._model, self._settings.max_batch_requests
-        )
+        message = f"the input file '{batch.input_file_id}' no longer exists"
+        gone = InvalidInput([BatchErrorLine(code="file_not_found", message=message)])
+        if record is None:
+            raise gone
+        settings = self._settings
+
+        def parse() -> list[RequestLine]:
+            with path.open("rb") as source:
+                return parse_input(
+                    source, self._model, settings.max_batch_requests, settings.max_batch_line_bytes
+                )
+
+        try:
+            return await asyncio.to_thread(parse)
+        except FileNotFoundError:
+            raise gone from None
 
     def _plan(
         self,
