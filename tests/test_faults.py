@@ -519,7 +519,11 @@ def test_uploads_past_the_limit_get_503(
     """Two uploads in progress with a limit of two: the third is refused at once with 503
     and Retry-After, nothing read or written; when one ends, uploads are taken again."""
     clip = by_name(corpus)[SHORT_CLIPS[1]]
-    env = {"ASRSERVE_MAX_CONCURRENT_UPLOADS": "2", "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": "60"}
+    env = {
+        "ASRSERVE_MAX_CONCURRENT_UPLOADS": "2",
+        "ASRSERVE_MAX_UPLOADS_PER_KEY": "2",  # one client here: it may take the whole pool
+        "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": "60",
+    }
     srv = make_server(tmp_path / "data", env=env).start()
     holders = [open_upload(srv.port, JOBS), open_upload(srv.port, FILES)]
     with contextlib.ExitStack() as stack, httpx.Client(base_url=srv.url, timeout=60) as client:

@@ -38,6 +38,7 @@ CLIENT_TIMEOUT_S = 120.0
 MAX_RSS_BYTES = 1024**3
 ENV = {
     "ASRSERVE_MAX_CONCURRENT_UPLOADS": "64",
+    "ASRSERVE_MAX_UPLOADS_PER_KEY": "64",  # the 500 clients are one address: the whole pool
     "ASRSERVE_MAX_QUEUED_JOBS": "20",
     "ASRSERVE_BEAM_SIZE": "1",
 }

@@ -132,6 +132,10 @@ def test_sync_endpoint_and_keys(deployment: Deployment, clips: list[Clip]) -> No
         metrics = httpx.get(deployment.worker_metrics, timeout=10).text
         assert 'asrserve_jobs_total{outcome="succeeded"}' in metrics
         assert "asrserve_batch_size_count" in metrics
+        # no key: bound to --host (loopback here), not to every address (docs/security.md)
+        elsewhere = deployment.worker_metrics.replace("127.0.0.1", "127.0.0.2")
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(elsewhere, timeout=10)
 
 
 @needs_real_speech

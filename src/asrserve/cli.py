@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,8 +112,16 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+PRIVATE_UMASK = 0o077
+"""Commands that write the data dir (people's recordings, transcripts, keys) create its
+files ``0600`` and its folders ``0700``: owner only."""
+DATA_DIR_COMMANDS = frozenset({"serve", "worker", "keys"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command in DATA_DIR_COMMANDS:
+        os.umask(PRIVATE_UMASK)
     if args.command == "bench":
         from asrserve.bench.cli import run
 

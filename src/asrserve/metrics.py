@@ -16,6 +16,8 @@ from asrserve.jobs.models import Job, Priority
 
 BATCH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128)
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""The method label's values besides ``other``: a client may send any token as a method."""
 
 
 class Metrics:
@@ -88,9 +90,11 @@ class Metrics:
         start = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        self.http_requests.labels(path, request.method, str(response.status_code)).inc()
-        self.http_latency.labels(path, request.method).observe(time.perf_counter() - start)
+        path = getattr(route, "path", "unmatched")  # a route template: bounded by the app
+        method = request.method if request.method in HTTP_METHODS else "other"
+        status = str(response.status_code)  # a 3-digit code: bounded by HTTP
+        self.http_requests.labels(path, method, status).inc()
+        self.http_latency.labels(path, method).observe(time.perf_counter() - start)
         return response
 
     def render(self) -> bytes:

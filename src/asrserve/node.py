@@ -32,9 +32,12 @@ async def run_worker(settings: Settings, engine_factory: EngineFactory = load_en
     metrics = Metrics()
     exporter = None
     if settings.metrics_port:  # the scheduler's and jobs' metrics, as an API node has them
+        # No key: aggregate counters only (no job ids, keys or text), on --host (loopback by
+        # default); expose it to the scraper only (docs/security.md).
         exporter, _ = start_http_server(
             settings.metrics_port, settings.host, registry=metrics.registry
         )
+        log.info("worker metrics on http://%s:%d/metrics", settings.host, settings.metrics_port)
     try:
         inference = await start_inference(
             settings, backend, engine_factory, metrics, TrafficRecorder.from_settings(settings)

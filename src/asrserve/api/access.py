@@ -1,4 +1,5 @@
-"""Who is calling: ``Authorization: Bearer <key>`` on every ``/v1`` route and ``/metrics``.
+"""Who is calling: ``Authorization: Bearer <key>`` on every ``/v1`` route, ``/metrics`` and
+the API's schema and documentation pages (``/openapi.json``, ``/docs``, ``/redoc``).
 
 With auth on, a request without a valid key gets ``401``; a key past its request rate gets
 ``429`` with ``Retry-After``. Each key sees only what it created (jobs, files, batches):
@@ -23,6 +24,7 @@ from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.settings import Settings
 
 ADMIN_PATHS = frozenset({"/metrics", "/v1/scheduler", "/v1/dashboard/stats"})
+DOC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 
 
 def caller(request: Request) -> Principal:
@@ -86,7 +88,7 @@ class AccessControl:
 
 
 def _protected(path: str) -> bool:
-    return path.startswith("/v1/") or path == "/metrics"
+    return path.startswith("/v1/") or path == "/metrics" or path in DOC_PATHS
 
 
 def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> Response:

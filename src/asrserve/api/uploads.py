@@ -3,10 +3,15 @@ arrive (never the whole body in memory, never past the limit).
 
 Also the intake's protections, all answered before or while the body is read:
 
-* at most ``max_concurrent_uploads`` bodies are received at once; the next gets ``503``
-  ``too_many_uploads`` with ``Retry-After`` before a byte of it is read;
-* a body that stalls for ``upload_idle_timeout_s``, or takes longer than
-  ``upload_timeout_s`` in all, gets ``408`` ``upload_timeout`` and its connection closed;
+* at most ``max_concurrent_uploads`` bodies are received at once, and at most
+  ``max_uploads_per_key`` of them for one API key (auth off: one client address); the next
+  gets ``503`` ``too_many_uploads`` with ``Retry-After`` before a byte of it is read;
+* a body that stalls for ``upload_idle_timeout_s``, arrives slower than
+  ``upload_min_rate_bytes_s`` on average (after ``upload_rate_grace_s`` of slack), or takes
+  longer than ``upload_timeout_s`` in all, gets ``408`` ``upload_timeout`` and its
+  connection closed;
+* a multipart boundary longer than RFC 2046's 70 characters is ``400``; a client that
+  disconnects mid-body is logged on one info line (nothing is answered: no one listens);
 * storage: uploads stop short of :data:`DISK_RESERVE_BYTES` of free space (the database
   keeps room to record results of the jobs already accepted); a full disk (``ENOSPC``,
   ``EDQUOT``) is ``507`` ``insufficient_storage``, any other error of the data dir (read-only,
@@ -31,7 +36,9 @@ from typing import BinaryIO
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
+from asrserve.api.access import caller
 from asrserve.api.errors import ApiError
+from asrserve.api.json_body import lift as lift_body_limit
 from asrserve.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -40,6 +47,7 @@ MIB = 1024 * 1024
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FIELDS = 64
 MULTIPART_OVERHEAD = 64 * 1024
+MAX_BOUNDARY_CHARS = 70  # RFC 2046, section 5.1.1
 DISK_RESERVE_BYTES = 64 * MIB
 """Free space uploads leave on the data dir's file system for the database: the results and
 acks of jobs already accepted, the WAL between checkpoints, the traffic recordings."""
@@ -61,45 +69,76 @@ CALLBACKS = (
 @dataclass(frozen=True)
 class UploadLimits:
     """The intake's limits (the settings' ``max_concurrent_uploads``,
-    ``upload_idle_timeout_s`` and ``upload_timeout_s``; the disk reserve is fixed)."""
+    ``max_uploads_per_key``, ``upload_idle_timeout_s``, ``upload_timeout_s``,
+    ``upload_min_rate_bytes_s`` and ``upload_rate_grace_s``; the disk reserve is fixed)."""
 
     max_concurrent: int = 64
+    per_key: int = 16
     idle_timeout_s: float = 30.0
     total_timeout_s: float = 900.0
+    min_rate_bytes_s: int = 16 * 1024
+    rate_grace_s: float = 10.0
     min_free_bytes: int = DISK_RESERVE_BYTES
 
     @classmethod
     def from_settings(cls, settings: Settings) -> UploadLimits:
+        share = settings.max_uploads_per_key or max(1, settings.max_concurrent_uploads // 4)
         return cls(
             max_concurrent=settings.max_concurrent_uploads,
+            per_key=share,
             idle_timeout_s=settings.upload_idle_timeout_s,
             total_timeout_s=settings.upload_timeout_s,
+            min_rate_bytes_s=settings.upload_min_rate_bytes_s,
+            rate_grace_s=settings.upload_rate_grace_s,
         )
 
 
 class UploadGate:
-    """The process's uploads in progress: admits at most ``limits.max_concurrent`` at once.
+    """The process's uploads in progress: admits at most ``limits.max_concurrent`` at once,
+    and at most ``limits.per_key`` of them for one caller, so that one caller's slow
+    uploads cannot lock every other one out.
 
-    Entered and left on the event loop only, so a plain counter needs no lock."""
+    Entered and left on the event loop only, so plain counters need no lock."""
 
     def __init__(self, limits: UploadLimits | None = None) -> None:
         self.limits = limits or UploadLimits()
         self.active = 0
+        self.by_key: dict[str, int] = {}
 
     @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
+    def slot(self, key: str = "") -> Iterator[None]:
         if self.active >= self.limits.max_concurrent:
-            raise ApiError(
-                503,
-                f"the server is receiving {self.active} uploads, its limit; retry shortly",
-                code="too_many_uploads",
-                headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
-            )
+            raise _busy(f"the server is receiving {self.active} uploads, its limit")
+        held = self.by_key.get(key, 0)
+        if held >= self.limits.per_key:
+            raise _busy(f"you are sending {held} uploads at once, your share of the server")
         self.active += 1
+        self.by_key[key] = held + 1
         try:
             yield
         finally:
             self.active -= 1
+            left = self.by_key.pop(key) - 1
+            if left:
+                self.by_key[key] = left
+
+
+def _busy(reason: str) -> ApiError:
+    return ApiError(
+        503,
+        f"{reason}; retry shortly",
+        code="too_many_uploads",
+        headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
+    )
+
+
+def upload_key(request: Request) -> str:
+    """Whose share an upload counts against: its API key, or with auth off its client's
+    address (``""`` when the server does not know it)."""
+    key_id = caller(request).key_id
+    if key_id is not None:
+        return f"key:{key_id}"
+    return f"addr:{request.client.host}" if request.client is not None else ""
 
 
 @dataclass
@@ -264,27 +303,50 @@ def timeout_error(message: str) -> ApiError:
     return ApiError(408, message, code="upload_timeout", headers={"Connection": "close"})
 
 
+@dataclass
+class _Deadlines:
+    """When the next chunk of a body is due: the idle timeout, the total timeout, and the
+    minimum rate (``rate_grace_s`` plus ``1 / min_rate_bytes_s`` s per byte received since
+    the start: a drip feed falls behind once the grace is spent, however often it sends)."""
+
+    limits: UploadLimits
+    start: float = field(default_factory=time.monotonic)
+    received: int = 0
+
+    def next_wait(self, now: float | None = None) -> tuple[float, str]:
+        """How long the next chunk may take, and what the ``408`` says if it takes longer."""
+        limits = self.limits
+        now = time.monotonic() if now is None else now
+        waits = [
+            (limits.idle_timeout_s, f"the upload sent nothing for {limits.idle_timeout_s:g} s"),
+            (
+                self.start + limits.total_timeout_s - now,
+                f"the upload took longer than {limits.total_timeout_s:g} s",
+            ),
+        ]
+        if limits.min_rate_bytes_s:
+            due = self.start + limits.rate_grace_s + self.received / limits.min_rate_bytes_s
+            reason = f"the upload arrived slower than {limits.min_rate_bytes_s} bytes/s"
+            waits.append((due - now, reason))
+        wait, reason = min(waits, key=lambda item: item[0])
+        return max(wait, 0.0), reason
+
+
 async def _chunks(request: Request, limits: UploadLimits) -> AsyncGenerator[bytes, None]:
-    """The body's chunks; ``408`` when one is ``idle_timeout_s`` late or the whole body
-    takes longer than ``total_timeout_s``."""
-    deadline = time.monotonic() + limits.total_timeout_s
+    """The body's chunks; ``408`` when the next one is later than :class:`_Deadlines` allow."""
+    deadlines = _Deadlines(limits)
     async with contextlib.aclosing(request.stream()) as stream:
         while True:
-            wait = min(limits.idle_timeout_s, max(deadline - time.monotonic(), 0.0))
+            wait, reason = deadlines.next_wait()
             try:
                 async with asyncio.timeout(wait):
                     chunk = await anext(stream)
             except StopAsyncIteration:
                 return
             except TimeoutError:
-                raise timeout_error(_late(limits, idle=wait >= limits.idle_timeout_s)) from None
+                raise timeout_error(reason) from None
+            deadlines.received += len(chunk)
             yield chunk
-
-
-def _late(limits: UploadLimits, *, idle: bool) -> str:
-    if idle:
-        return f"the upload sent nothing for {limits.idle_timeout_s:g} s"
-    return f"the upload took longer than {limits.total_timeout_s:g} s"
 
 
 def _declared_length(request: Request) -> int | None:
@@ -297,6 +359,9 @@ def _check_request(request: Request, max_bytes: int) -> bytes:
     content_type, params = parse_options_header(request.headers.get("content-type", ""))
     if content_type != b"multipart/form-data" or b"boundary" not in params:
         raise ApiError(400, "the request body must be multipart/form-data")
+    if not 0 < len(params[b"boundary"]) <= MAX_BOUNDARY_CHARS:
+        message = f"malformed multipart: the boundary must be 1 to {MAX_BOUNDARY_CHARS} characters"
+        raise ApiError(400, message)
     declared = _declared_length(request)
     if declared is not None and declared > max_bytes + MULTIPART_OVERHEAD:
         raise too_large(max_bytes)
@@ -329,7 +394,8 @@ async def receive_upload(
 ) -> Upload:
     """Parse a multipart/form-data body; the file part is streamed to ``dest``."""
     boundary = _check_request(request, max_bytes)
-    with gate.slot():
+    lift_body_limit(request)  # the limits below hold instead, as the bytes arrive
+    with gate.slot(upload_key(request)):
         limits = gate.limits
         await _prepare_dir(dest, _declared_length(request), limits.min_free_bytes)
         upload = Upload()
@@ -338,10 +404,27 @@ async def receive_upload(
         parser = MultipartParser(boundary, callbacks=callbacks)  # type: ignore[arg-type]
         try:
             await _receive(request, limits, parser, receiver)
+        except ClientDisconnect:
+            _discard(receiver, upload)
+            raise _aborted(request, upload) from None
         except BaseException:
             _discard(receiver, upload)
             raise
     return upload
+
+
+def _aborted(request: Request, upload: Upload) -> ApiError:
+    """The client went away mid-body: one info line, and an answer nobody reads (raised
+    rather than ``ClientDisconnect``, which the server would log with a traceback)."""
+    client = f"{request.client.host}:{request.client.port}" if request.client else "?"
+    log.info(
+        "upload aborted by the client on %s %s after %d file bytes (%s)",
+        request.method,
+        request.url.path,
+        upload.size,
+        client,
+    )
+    return ApiError(400, "the client closed the connection mid-upload", code="upload_aborted")
 
 
 async def _receive(
