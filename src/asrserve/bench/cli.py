@@ -90,6 +90,12 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         metavar="N",
         help="--distributed: sequential requests of a ~5 s clip, per deployment",
     )
+    bench.add_argument(
+        "--memory",
+        action="store_true",
+        help="memory instead: a server's peak RSS while it runs ~4 h files (1 Hz WAV, "
+        "silence, 4 at once, speech)",
+    )
     bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.add_argument("--beam-size", type=int)
@@ -117,6 +123,10 @@ def _above_zero(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.memory:
+        from asrserve.bench.memory import run_memory
+
+        return run_memory(args.json)
     files = load_audio(args.audio, args.refs, args.max_clip_seconds)
     windows: list[str | None] = args.encoder_windows.split(",") if args.encoder_windows else [None]
     env = {
