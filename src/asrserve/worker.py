@@ -15,28 +15,22 @@ import contextlib
 import functools
 import logging
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from asrserve.api.errors import ApiError
-from asrserve.audio.chunk import restore
-from asrserve.audio.decode import decode
 from asrserve.audio.errors import AudioError
-from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio
-from asrserve.auth import quota
-from asrserve.auth.principal import Principal
 from asrserve.backends import Backend
 from asrserve.batching.scheduler import DeadlineExceeded, RunTimeout, Scheduler
 from asrserve.distributed.connection import REDIS_ERRORS
-from asrserve.engine.base import SAMPLING_RATE, Engine, RawSegment
+from asrserve.engine.base import Engine
 from asrserve.events import Finished
 from asrserve.jobs.models import Job, JobError, Priority
 from asrserve.queue.base import Delivery
-from asrserve.settings import BatchPolicy, Settings
-from asrserve.transcript import Segment, Transcript
+from asrserve.settings import Settings
+from asrserve.transcriber import QuotaExceeded, Transcriber
+from asrserve.transcript import Transcript
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +40,6 @@ RETRY_MAX_S = 30.0
 # What a store or queue raises while its storage fails (and may come back): retried.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.OperationalError, *REDIS_ERRORS)
 T = TypeVar("T")
-# Windows of one job waiting or running at once, in batches (max_batch_size each): enough to
-# fill a batch while the previous one runs, and what bounds a long file's memory.
-WINDOWS_AHEAD = 2
 
 
 @dataclass
@@ -121,16 +112,15 @@ class Worker:
         self._store = backend.store
         self._queue = backend.queue
         self._blobs = backend.blobs
-        self._keys = backend.keys
         self._events = backend.events
         self._scheduler = scheduler
-        self._features = features
         self._lanes = lanes
         self._on_finished = on_finished
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._deliveries: dict[str, Delivery] = {}
         self._user_cancelled: set[str] = set()
         self._isolation = Isolation()
+        self._transcriber = Transcriber(settings, backend, scheduler, features, self.durably)
         backend.events.on_cancel(self.cancel)
 
     @property
@@ -280,7 +270,9 @@ class Worker:
 
     async def _run(self, job: Job, preprocess: Executor) -> Transcript | JobError:
         try:
-            return await self._transcribe(job, preprocess)
+            return await self._transcriber.transcribe(
+                job, preprocess, functools.partial(self._submitted, job.id)
+            )
         except AudioError as exc:
             error = JobError(status=exc.status, code=exc.code, message=exc.message)
         except QuotaExceeded as exc:
@@ -316,122 +308,6 @@ class Worker:
     def _submitted(self, job_id: str) -> None:
         for lane in self._lanes:
             lane.unsubmitted.discard(job_id)
-
-    async def _transcribe(self, job: Job, preprocess: Executor) -> Transcript:
-        if self._settings.batch_policy is BatchPolicy.NONE:
-            return await self._transcribe_whole(job, preprocess)
-        settings = self._settings
-        loop = asyncio.get_running_loop()
-        async with self._blobs.local(job.audio_path) as audio:
-            decoded = await loop.run_in_executor(
-                preprocess,
-                functools.partial(
-                    decode_audio,
-                    audio,
-                    max_seconds=settings.max_audio_seconds,
-                    vad=settings.vad_filter,
-                    folder=settings.spool_dir,
-                ),
-            )
-        try:
-            await self._charge_decoded(job, decoded.duration)
-            per_chunk = await self._run_windows(job, decoded, preprocess)
-        finally:
-            decoded.close()
-        segments = restore(per_chunk, decoded.layout.speech, decoded.duration)
-        return self._transcript(job, decoded.duration, segments)
-
-    async def _run_windows(
-        self, job: Job, decoded: DecodedAudio, preprocess: Executor
-    ) -> list[list[RawSegment]]:
-        """Submit the job's windows to the scheduler, at most ``lookahead`` of them waiting
-        or running at once: a window's features are made when it is about to be needed, so
-        a long file never holds more than that many in memory."""
-        loop = asyncio.get_running_loop()
-        lookahead = WINDOWS_AHEAD * self._settings.max_batch_size
-        deadline = self._deadline(job)
-        spans = decoded.layout.spans
-        futures: list[asyncio.Future[list[RawSegment]]] = []
-        try:
-            while len(futures) < len(spans):
-                running = [future for future in futures if not future.done()]
-                if len(running) >= lookahead:
-                    await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                    _raise_failed(futures)
-                    continue
-                batch = spans[len(futures) : len(futures) + lookahead - len(running)]
-                chunks = await loop.run_in_executor(
-                    preprocess,
-                    chunk_inputs,
-                    decoded,
-                    batch,
-                    self._features,
-                    self._settings.windows,
-                )
-                futures += self._scheduler.submit_chunks(
-                    job.id, job.priority, job.options, chunks, deadline
-                )
-                self._submitted(job.id)
-            return list(await asyncio.gather(*futures))
-        finally:
-            self._submitted(job.id)
-            for future in futures:
-                future.cancel()  # no-op for the finished ones; drops the rest from pending
-
-    async def _transcribe_whole(self, job: Job, preprocess: Executor) -> Transcript:
-        """The unbatched baseline (policy ``none``): the whole file through the engine's plain
-        path, which takes the file's samples at once."""
-        loop = asyncio.get_running_loop()
-        async with self._blobs.local(job.audio_path) as audio:
-            samples = await loop.run_in_executor(
-                preprocess, decode, audio, self._settings.max_audio_seconds
-            )
-        await self._charge_decoded(job, samples.shape[0] / SAMPLING_RATE)
-        whole_job = self._scheduler.submit_whole(
-            job.id, job.priority, job.options, samples, self._deadline(job)
-        )
-        self._submitted(job.id)
-        result: Transcript = await whole_job
-        return result
-
-    async def _charge_decoded(self, job: Job, seconds: float) -> None:
-        """The owner's daily quota was charged what the file's header said at intake; charge
-        what was decoded beyond that now, before any of it runs (429 if it does not fit)."""
-        extra = seconds - job.admitted_s
-        if extra <= 0 or job.owner is None:
-            return
-        key = await self.durably("read key", lambda: self._keys.get(job.owner or ""))
-        if key is None:
-            return
-        try:
-            await quota.charge(self._keys, Principal.of(key, self._settings), extra)
-        except ApiError as exc:
-            raise QuotaExceeded(exc.message) from None
-
-    def _deadline(self, job: Job) -> float | None:
-        if job.deadline_at is None:
-            return None
-        # wall clock → the scheduler's monotonic clock
-        return self._scheduler.clock.now() + (job.deadline_at - time.time())
-
-    def _transcript(self, job: Job, duration: float, segments: list[Segment]) -> Transcript:
-        language = job.options.language or ("en" if not self._features.multilingual else "")
-        return Transcript(
-            language=language, duration=round(duration, 3), segments=segments, task=job.options.task
-        )
-
-
-class QuotaExceeded(Exception):
-    """The decoded audio is longer than the owner's daily quota still allows."""
-
-
-def _raise_failed(futures: list[asyncio.Future[list[RawSegment]]]) -> None:
-    """A window failed: the job fails now, without running the rest of it."""
-    for future in futures:
-        if future.done() and not future.cancelled():
-            error = future.exception()
-            if error is not None:
-                raise error
 
 
 def _job_fields(job: Job) -> dict[str, object]:
