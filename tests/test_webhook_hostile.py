@@ -226,3 +226,33 @@ def test_a_slow_huge_answer_stalls_no_other_webhook(node: Server, clip: Clip) ->
     }
     delivered = webhook_when(node, second["id"], lambda w: w["status"] != "pending")
     assert (delivered["status"], delivered["attempts"]) == ("delivered", 1)
+
+
+def test_a_blocked_name_is_recorded_without_its_address(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A name that resolves to a private address (here ``localhost``, stored by an older
+    version: intake refuses it now) is refused at delivery, and the tenant is not told what
+    it resolved to (that made the service a DNS oracle for the internal network)."""
+    data = tmp_path_factory.mktemp("webhook-oracle") / "data"
+    data.mkdir(parents=True)
+    job = Job(
+        id=new_job_id(),
+        status=JobStatus.FAILED,
+        error=JobError(status=500, code="test", message="stored by the test"),
+        finished_at=time.time(),
+        callback_url="http://localhost:9/hook",
+        webhook_status=WebhookStatus.PENDING,
+    )
+    db = Database(data / "asrserve.db")
+    try:
+        asyncio.run(SqliteJobStore(db).create(job))
+    finally:
+        db.close()
+    server = Server(data).start()  # no allow-list: loopback is refused
+    try:
+        webhook = webhook_when(server, job.id, lambda w: w["status"] != "pending")
+    finally:
+        server.stop()
+    assert webhook["status"] == "failed"
+    assert webhook["last_error"] == "blocked: the callback host is not a public address"
