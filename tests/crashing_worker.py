@@ -5,23 +5,29 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import Executor
 
-from asrserve import worker
+from asrserve import transcriber
 from asrserve.cli import main
 from asrserve.jobs.models import Job
 from asrserve.transcript import Transcript
 
-_transcribe = worker.Worker._transcribe
+_transcribe = transcriber.Transcriber.transcribe
 
 
-async def _crash_on_poison(self: worker.Worker, job: Job, preprocess: Executor) -> Transcript:
+async def _crash_on_poison(
+    self: transcriber.Transcriber,
+    job: Job,
+    preprocess: Executor,
+    submitted: Callable[[], None],
+) -> Transcript:
     if job.filename.startswith("poison"):
         os._exit(70)
-    return await _transcribe(self, job, preprocess)
+    return await _transcribe(self, job, preprocess, submitted)
 
 
-worker.Worker._transcribe = _crash_on_poison  # type: ignore[method-assign]
+transcriber.Transcriber.transcribe = _crash_on_poison  # type: ignore[method-assign]
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
