@@ -111,7 +111,6 @@ class Worker:
         self._settings = settings
         self._store = backend.store
         self._queue = backend.queue
-        self._blobs = backend.blobs
         self._events = backend.events
         self._scheduler = scheduler
         self._lanes = lanes
