@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 
 from asrserve.bench.soak import RssSampler, rss_bytes
-from asrserve.corpus import Clip
+from asrserve.corpus import Clip, write_wav
 from tests.conftest import Server
 from tests.test_access import auth, new_key
 from tests.test_bad_input import Speech, flac_total_samples
-from tests.unit.test_audio_stream import write_wav
 from tests.unit.test_fuzz_decode import encode_bytes
 
 pytestmark = pytest.mark.slow
@@ -66,7 +65,8 @@ def test_an_hour_in_a_tiny_file_costs_bounded_memory(
     float32 the decoder used to hold twice). Decoded a frame at a time, it costs little."""
     server, keys = hostile
     assert server.proc is not None
-    path = write_wav(tmp_path / "slow.wav", np.zeros(3600), rate=1)
+    path = tmp_path / "slow.wav"
+    write_wav(path, np.zeros(3600, dtype=np.int16), rate=1)
     idle = rss_bytes(server.proc.pid)
     with RssSampler(server.proc.pid, 0.05, time.monotonic()) as sampler, path.open("rb") as f:
         response = httpx.post(

@@ -147,7 +147,8 @@ def _read_wav(path: Path) -> tuple[npt.NDArray[np.int16], int]:
         return np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16), w.getframerate()
 
 
-def _write_wav(path: Path, samples: npt.NDArray[np.int16], rate: int) -> None:
+def write_wav(path: Path, samples: npt.NDArray[np.int16], rate: int) -> None:
+    """Mono 16-bit PCM samples as a WAV file."""
     with wave.open(str(path), "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
@@ -218,7 +219,7 @@ def build_corpus(
             parts = [p for i in idx for p in (gap, audio[i][0])][1:]
             samples = np.concatenate(parts)
             src = tmp / f"{name}.src.wav"
-            _write_wav(src, samples, rate)
+            write_wav(src, samples, rate)
             convert(src, out_dir / name)
             text = " ".join(SENTENCES[i] for i in idx)
             return Clip(out_dir / name, text, len(samples) / rate)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ from asrserve.audio.decode import MAX_FRAME_S, decode, stream
 from asrserve.audio.features import VAD, decode_audio
 from asrserve.audio.pcm import Pcm
 from asrserve.audio.vad import SpeechDetector
+from asrserve.corpus import write_wav
 
 from ..conftest import REAL_SPEECH
 
@@ -41,19 +41,11 @@ def test_streamed_speech_regions_are_faster_whispers(speech: np.ndarray, block: 
     assert len(expected) == 26
 
 
-def write_wav(path: Path, samples: np.ndarray, rate: int) -> Path:
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(samples.astype(np.int16).tobytes())
-    return path
-
-
 def test_a_low_sample_rate_never_decodes_more_than_a_frame_bound_at_once(tmp_path: Path) -> None:
     """A 1 Hz WAV (3 h in 21 KB): each block stays within MAX_FRAME_S of 16 kHz audio."""
     rng = np.random.default_rng(1)
-    path = write_wav(tmp_path / "slow.wav", rng.normal(0, 1000, 10_800), rate=1)
+    path = tmp_path / "slow.wav"
+    write_wav(path, rng.normal(0, 1000, 10_800).astype(np.int16), rate=1)
     sizes = [block.shape[0] for block in stream(path, 4 * 3600)]
     assert sum(sizes) == 3 * 3600 * 16000
     assert max(sizes) <= (MAX_FRAME_S + 0.01) * 16000 * 2
@@ -77,7 +69,8 @@ def test_decoded_audio_spills_to_an_unnamed_file_and_reads_back(
 
 
 def test_decode_audio_finds_the_windows_of_real_speech(tmp_path: Path, speech: np.ndarray) -> None:
-    path = write_wav(tmp_path / "speech.wav", speech * 32767, rate=16000)
+    path = tmp_path / "speech.wav"
+    write_wav(path, (speech * 32767).astype(np.int16), rate=16000)
     decoded = decode_audio(path, max_seconds=3600, vad=True, folder=tmp_path)
     try:
         spans = decoded.layout.spans

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-import wave
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +23,10 @@ import av
 import httpx
 import numpy as np
 
+from asrserve.audio.decode import stream
 from asrserve.bench.server import ServerProcess
 from asrserve.bench.soak import RssSampler, rss_bytes
-from asrserve.corpus import Clip, build_corpus
+from asrserve.corpus import Clip, build_corpus, write_wav
 
 MIB = 1024 * 1024
 HOURS = 3.99  # just under the default 4 h limit
@@ -61,16 +61,9 @@ def _silence(seconds: float) -> Any:
 
 def _speech(clips: list[Clip], seconds: float) -> Any:
     """The corpus's clips in turn, 1 s of silence between them, for ``seconds``."""
-    pieces = []
+    pieces: list[np.ndarray] = []
     for clip in clips:
-        with av.open(str(clip.path)) as container:
-            resampler = av.AudioResampler(format="s16", layout="mono", rate=16_000)
-            frames = [*container.decode(audio=0), None]
-            pieces.append(
-                np.concatenate(
-                    [o.to_ndarray().reshape(-1) for f in frames for o in resampler.resample(f)]
-                )
-            )
+        pieces.extend(stream(clip.path, 3600))
         pieces.append(np.zeros(16_000, dtype=np.int16))
     loop = np.concatenate(pieces)
     for _ in range(int(seconds * 16_000 // loop.size)):
@@ -81,11 +74,7 @@ def build_cases(folder: Path) -> list[Case]:
     folder.mkdir(parents=True, exist_ok=True)
     seconds = HOURS * 3600
     slow = folder / "one_hertz.wav"
-    with wave.open(str(slow), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(1)
-        out.writeframes(np.zeros(int(seconds), dtype=np.int16).tobytes())
+    write_wav(slow, np.zeros(int(seconds), dtype=np.int16), rate=1)
     silence = _flac(folder / "silence.flac", _silence(seconds))
     clips = build_corpus(Path(".corpus") / "bench", n_clips=24, long_clip_seconds=0.0)
     speech = _flac(folder / "speech.flac", _speech(clips, seconds))
