@@ -22,25 +22,11 @@ import pytest
 from asrserve.bench.server import free_port
 from asrserve.corpus import Clip
 from tests.conftest import Server
+from tests.keys import auth, keys, new_key
 
 pytestmark = pytest.mark.slow
 
 SYNC = "/v1/audio/transcriptions"
-
-
-def keys(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "asrserve.cli", "keys", *args, "--data-dir", str(data)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-
-
-def new_key(data: Path, name: str, *flags: str) -> str:
-    done = keys(data, "create", "--name", name, *flags)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def auth(secret: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {secret}"}
 
 
 @pytest.fixture(scope="module")

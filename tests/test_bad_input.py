@@ -40,7 +40,6 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +51,8 @@ import pytest
 from asrserve.corpus import Clip
 from asrserve.wer import wer_one
 from tests.conftest import Server
+from tests.payloads import Speech, encode_bytes, flac_total_samples, wav_bytes
 from tests.test_durability_badinput import Limited, assert_error
-from tests.unit.test_fuzz_decode import encode_bytes, wav_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -70,62 +69,6 @@ MULTIPART = {"content-type": f"multipart/form-data; boundary={BOUNDARY}"}
 # --------------------------------------------------------------------------------------
 # Payloads, all made here from one corpus clip
 # --------------------------------------------------------------------------------------
-
-
-class Speech:
-    """Variants of one speech clip; each built once, on first use."""
-
-    def __init__(self, clip: Clip) -> None:
-        self.clip = clip
-
-    def samples(self, rate: int) -> np.ndarray:
-        with av.open(str(self.clip.path)) as container:
-            resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
-            frames = [*container.decode(audio=0), None]
-            parts = [out.to_ndarray().reshape(-1) for f in frames for out in resampler.resample(f)]
-        return np.concatenate(parts)
-
-    @cached_property
-    def mono16k(self) -> np.ndarray:
-        return self.samples(16_000)
-
-    @cached_property
-    def wav(self) -> bytes:
-        return wav_bytes(self.mono16k, 16_000)
-
-    @cached_property
-    def mp3(self) -> bytes:
-        return encode_bytes(self.mono16k, 16_000, "mp3", "libmp3lame", "s16p", 16_000)
-
-    @cached_property
-    def ogg(self) -> bytes:
-        return encode_bytes(self.mono16k, 16_000, "ogg", "libopus", "s16", 48_000)
-
-    @cached_property
-    def flac(self) -> bytes:
-        return encode_bytes(self.mono16k, 16_000, "flac", "flac", "s16", 16_000)
-
-    def long_flac(self) -> bytes:
-        """21.6 s: over the limit."""
-        return encode_bytes(np.tile(self.mono16k, 4), 16_000, "flac", "flac", "s16", 16_000)
-
-    def nan_inf_wav(self) -> bytes:
-        samples = self.mono16k.copy()
-        samples[:800] = np.nan  # 50 ms of NaN at the start, Inf and -Inf in the pauses
-        samples[-1600:-800] = np.inf
-        samples[-800:] = -np.inf
-        samples[::997] = np.nan  # and a NaN every 62 ms throughout
-        return wav_bytes(samples, 16_000, float32=True)
-
-
-def flac_total_samples(flac: bytes, total: int) -> bytes:
-    """Overwrite STREAMINFO's 36-bit total-samples field (0 means "unknown")."""
-    assert flac[:4] == b"fLaC"
-    data = bytearray(flac)
-    packed = int.from_bytes(data[18:26], "big")
-    packed = (packed & ~((1 << 36) - 1)) | total
-    data[18:26] = packed.to_bytes(8, "big")
-    return bytes(data)
 
 
 def mp3_frame_count(mp3: bytes, frames: int) -> bytes:

@@ -18,9 +18,8 @@ import pytest
 from asrserve.bench.soak import RssSampler, rss_bytes
 from asrserve.corpus import Clip, write_wav
 from tests.conftest import Server
-from tests.test_access import auth, new_key
-from tests.test_bad_input import Speech, flac_total_samples
-from tests.unit.test_fuzz_decode import encode_bytes
+from tests.keys import auth, new_key
+from tests.payloads import Speech, encode_bytes, flac_total_samples
 
 pytestmark = pytest.mark.slow
 

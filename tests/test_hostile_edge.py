@@ -23,7 +23,7 @@ import pytest
 
 from asrserve.corpus import Clip
 from tests.conftest import Server
-from tests.test_access import auth, new_key
+from tests.keys import auth, new_key
 from tests.test_faults import BOUNDARY, multipart_head, read_response
 
 pytestmark = pytest.mark.slow

@@ -13,10 +13,8 @@ constants, in ``.hypothesis/``, which it git-ignores itself).
 from __future__ import annotations
 
 import functools
-import io
 import os
 import resource
-import struct
 import tracemalloc
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,15 +22,14 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
-import av
 import numpy as np
 import pytest
-from av.audio.stream import AudioStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asrserve.audio.decode import decode, probe
 from asrserve.audio.errors import AudioError
+from tests.payloads import encode_bytes, wav_bytes
 
 MAX_SECONDS = 5.0
 # Deterministic (derandomized) examples; raise it for a longer hunt.
@@ -53,54 +50,6 @@ def _signal(rate: int, seconds: float = 0.5) -> np.ndarray:
     t = np.arange(int(rate * seconds)) / rate
     tone = np.sin(2 * np.pi * (220 + 80 * np.sin(2 * np.pi * 3 * t)) * t)
     return (0.5 * tone * (0.5 + 0.5 * np.sin(2 * np.pi * 4 * t))).astype(np.float32)
-
-
-def wav_bytes(
-    samples: np.ndarray, rate: int, *, float32: bool = False, data_size: int | None = None
-) -> bytes:
-    """A canonical 44-byte-header WAV of ``samples`` (frames × channels, or mono; floats in
-    [-1, 1]): PCM s16 (format tag 1) or IEEE float (tag 3). ``data_size`` overrides the
-    data chunk's stated length (a header that lies)."""
-    frames = samples if samples.ndim == 2 else samples[:, None]
-    channels = frames.shape[1]
-    if float32:
-        tag, width, data = 3, 4, frames.astype("<f4").tobytes()
-    else:
-        tag, width, data = 1, 2, (np.clip(frames, -1, 1) * 32767).astype("<i2").tobytes()
-    fmt = struct.pack("<HHIIH", tag, channels, rate, rate * channels * width, channels * width)
-    fmt += struct.pack("<H", width * 8)
-    stated = len(data) if data_size is None else data_size
-    body = b"WAVEfmt " + struct.pack("<I", len(fmt)) + fmt + b"data"
-    body += struct.pack("<I", stated) + data
-    return b"RIFF" + struct.pack("<I", len(body)) + body
-
-
-def encode_bytes(
-    samples: np.ndarray, rate: int, fmt: str, codec: str, sample_fmt: str, out_rate: int
-) -> bytes:
-    """Mono float ``samples`` at ``rate`` encoded with PyAV (container ``fmt``, ``codec``)."""
-    buffer = io.BytesIO()
-    with av.open(buffer, "w", format=fmt) as out:
-        stream = out.add_stream(codec, rate=out_rate)
-        assert isinstance(stream, AudioStream)
-        stream.layout = "mono"
-        stream.format = sample_fmt
-        resampler = av.AudioResampler(
-            format=sample_fmt,
-            layout="mono",
-            rate=out_rate,
-            frame_size=stream.codec_context.frame_size or None,
-        )
-        frame = av.AudioFrame.from_ndarray(
-            np.ascontiguousarray(samples, dtype=np.float32)[None, :], format="flt", layout="mono"
-        )
-        frame.sample_rate = rate
-        frame.pts = 0
-        for piece in (frame, None) if samples.size else ():  # no samples: headers only
-            for out_frame in resampler.resample(piece):
-                out.mux(stream.encode(out_frame))
-        out.mux(stream.encode(None))
-    return buffer.getvalue()
 
 
 def _encode(fmt: str, codec: str, sample_fmt: str, rate: int) -> bytes:
