@@ -19,11 +19,12 @@ from asrserve.bench.soak import RssSampler, rss_bytes
 from asrserve.corpus import Clip, write_wav
 from tests.conftest import Server
 from tests.keys import auth, new_key
-from tests.payloads import Speech, encode_bytes, flac_total_samples
+from tests.payloads import Speech, flac_total_samples
 
 pytestmark = pytest.mark.slow
 
 MIB = 1024 * 1024
+SYNC = "/v1/audio/transcriptions"
 QUOTA_MINUTES = 0.3  # 18 s of audio a day
 
 
@@ -45,6 +46,12 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
 @pytest.fixture(scope="module")
 def speech(corpus: list[Clip]) -> Speech:
     return Speech(next(clip for clip in corpus if clip.path.name == "clip_00.wav"))
+
+
+def upload(server: Server, path: str, flac: bytes, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}{path}", files={"file": ("a.flac", flac)}, headers=headers, timeout=60
+    )
 
 
 def finished(server: Server, job_id: str, headers: dict[str, str]) -> dict[str, object]:
@@ -85,12 +92,7 @@ def test_an_overstated_header_leaves_the_backlog_empty(
     take off 60 s, not the decoded 5.4 s, when the job ends."""
     server, keys = hostile
     lying = flac_total_samples(speech.flac, 60 * 16_000)
-    response = httpx.post(
-        f"{server.url}/v1/jobs",
-        files={"file": ("a.flac", lying)},
-        headers=keys.admin,
-        timeout=60,
-    )
+    response = upload(server, "/v1/jobs", lying, keys.admin)
     assert response.status_code == 202, response.text
     job = finished(server, response.json()["id"], keys.admin)
     assert job["status"] == "succeeded"
@@ -106,21 +108,10 @@ def test_audio_without_a_stated_duration_is_charged_what_it_decodes_to(
     (18 s a day here). Its 21.6 s are charged when decoded: over the quota, the job fails
     with 429 before it runs, and the quota is still there for audio that fits."""
     server, keys = hostile
-    long_flac = encode_bytes(np.tile(speech.mono16k, 4), 16_000, "flac", "flac", "s16", 16_000)
-    unstated = flac_total_samples(long_flac, 0)
-    response = httpx.post(
-        f"{server.url}/v1/audio/transcriptions",
-        files={"file": ("a.flac", unstated)},
-        headers=keys.quota,
-        timeout=60,
-    )
+    unstated = flac_total_samples(speech.long_flac(), 0)
+    response = upload(server, SYNC, unstated, keys.quota)
     assert response.status_code == 429, response.text
     assert response.json()["error"]["code"] == "quota_exceeded"
-    fits = httpx.post(
-        f"{server.url}/v1/audio/transcriptions",
-        files={"file": ("b.flac", speech.flac)},
-        headers=keys.quota,
-        timeout=60,
-    )
+    fits = upload(server, SYNC, speech.flac, keys.quota)
     assert fits.status_code == 200, fits.text
     assert "road" in fits.json()["text"].lower()
