@@ -375,13 +375,13 @@ class Scheduler:
         """How long ``batch`` may run before it counts as hung: ``run_timeout_factor`` times
         what the measured speed (audio seconds per busy device second) predicts, and at
         least ``run_timeout_floor``."""
-        config, stats = self.config, self.stats
-        busy = sum(stats.busy_seconds.values())
-        floor = config.run_timeout_floor
-        if busy <= 0 or stats.audio_seconds <= 0:
-            return floor
-        expected = sum(item.duration for item in batch) * busy / stats.audio_seconds
-        return max(floor, config.run_timeout_factor * expected)
+        config = self.config
+        throughput = self.stats.throughput()  # with every device busy
+        if not throughput:
+            return config.run_timeout_floor
+        per_device = throughput / len(self.devices)
+        expected = sum(item.duration for item in batch) / per_device
+        return max(config.run_timeout_floor, config.run_timeout_factor * expected)
 
     async def _bounded(
         self, device: Device, timeout: float, call: Callable[..., Any], *args: Any
