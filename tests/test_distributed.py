@@ -190,25 +190,24 @@ def test_a_stopped_worker_hands_its_jobs_back(cluster: Cluster, short_clips: lis
     cluster.env["ASRSERVE_SHUTDOWN_GRACE_S"] = "0"  # hand back at once, nothing drains
     api = cluster.api()
     first = cluster.worker()
-    http = httpx.Client(base_url=api.url, timeout=TIMEOUT)
-    jobs = [submit_job(http, short_clips[n % 3].path)["id"] for n in range(16)]
-    wait_until(
-        lambda: any(http.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in jobs),
-        60,
-        "a running job",
-    )
-    first.stop()  # SIGTERM: stop claiming, cancel in-flight jobs, hand them back
-    assert first.proc is not None and first.proc.returncode == 0, first.log()[-2000:]
-    handed_back = [j for j in jobs if http.get(f"/v1/jobs/{j}").json()["status"] != "succeeded"]
-    assert handed_back, "every job finished before the worker stopped"
-    assert all(http.get(f"/v1/jobs/{j}").json()["status"] == "queued" for j in handed_back)
-    cluster.worker()
-    for job_id in jobs:
-        done = wait_job(http, job_id, wait=30)
-        assert done["status"] == "succeeded" and done["attempts"] == 1, done  # not counted
-    exactly_once(cluster, set(jobs))
-    assert queue_is_empty(cluster)
-    http.close()
+    with httpx.Client(base_url=api.url, timeout=TIMEOUT) as http:  # closed if an assert fails
+        jobs = [submit_job(http, short_clips[n % 3].path)["id"] for n in range(16)]
+        wait_until(
+            lambda: any(http.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in jobs),
+            60,
+            "a running job",
+        )
+        first.stop()  # SIGTERM: stop claiming, cancel in-flight jobs, hand them back
+        assert first.proc is not None and first.proc.returncode == 0, first.log()[-2000:]
+        handed_back = [j for j in jobs if http.get(f"/v1/jobs/{j}").json()["status"] != "succeeded"]
+        assert handed_back, "every job finished before the worker stopped"
+        assert all(http.get(f"/v1/jobs/{j}").json()["status"] == "queued" for j in handed_back)
+        cluster.worker()
+        for job_id in jobs:
+            done = wait_job(http, job_id, wait=30)
+            assert done["status"] == "succeeded" and done["attempts"] == 1, done  # not counted
+        exactly_once(cluster, set(jobs))
+        assert queue_is_empty(cluster)
 
 
 def test_audio_travels_in_redis_or_through_the_shared_dir(
