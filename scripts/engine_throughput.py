@@ -18,7 +18,7 @@ root = Path(".corpus/bench")
 refs = load_refs(root / "refs.json")
 files = sorted(p for p in root.iterdir() if p.name in refs)[:16]
 for threads in (1, 2):
-    engine = load_engines(Settings(cpu_threads=threads, cpu_workers=1))[0]
+    engine = load_engines(Settings(cpu_threads=threads, cpu_replicas=1))[0]
     prepared = [prepare(p, engine, max_seconds=1e9, vad=True) for p in files]
     chunks = sorted((c for p in prepared for c in p.chunks), key=lambda c: c.duration)
     audio = sum(c.duration for c in chunks)

@@ -268,7 +268,9 @@ def test_files_api(server: Server, tmp_path: Path, short_clips: list[Clip]) -> N
 
 
 def test_batch_file_size_limit_is_enforced(make_server: type[Server], tmp_path: Path) -> None:
-    server = make_server(tmp_path / "data", env={"ASRSERVE_MAX_BATCH_FILE_BYTES": "1000"}).start()
+    server = make_server(
+        tmp_path / "data", env={"ASRSERVE_BATCH_API_MAX_FILE_BYTES": "1000"}
+    ).start()
     big = (line("a", "file-a") + "\n") * 40
     response = httpx.post(
         f"{server.url}/v1/files", files={"file": ("big.jsonl", big)}, data={"purpose": "batch"}
@@ -345,7 +347,7 @@ def test_kill_and_restart_mid_batch_resumes_without_loss_or_duplicates(
 def test_expired_batch_keeps_completed_results(
     make_server: type[Server], corpus: list[Clip], tmp_path: Path
 ) -> None:
-    server = make_server(tmp_path / "data", env={"ASRSERVE_BATCH_WINDOW_S": "4"}).start()
+    server = make_server(tmp_path / "data", env={"ASRSERVE_BATCH_API_WINDOW_S": "4"}).start()
     client = client_for(server)
     lines, _ = many(client, corpus[:12], 60)
     batch_id = create_batch(client, lines, tmp_path)

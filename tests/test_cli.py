@@ -58,7 +58,7 @@ def test_distributed_flags_and_a_worker_needs_a_broker(tmp_path: Path) -> None:
     settings = build_settings(args)
     assert settings.broker == "redis://10.0.0.5:6379/1" and settings.distributed
     assert settings.files_dir == Path("/mnt/asr/files")
-    assert parser().parse_args(["serve", "--broker", "redis://x", "--workers"]).workers
+    assert parser().parse_args(["serve", "--broker", "redis://x", "--inference"]).inference
     result = run_cli("worker", "--data-dir", str(tmp_path))
     assert result.returncode == 2 and "needs --broker" in result.stderr
 

@@ -30,14 +30,14 @@ from tests.conftest import Server
 from tests.test_batch_api import ENDPOINT, client_for, create_batch, ended, line, wait_for
 
 MIB = 1024 * 1024
-MAX_BATCH_REQUESTS = 3
+BATCH_API_MAX_REQUESTS = 3
 JSON_LIMIT = 64 * 1024  # the default max_json_body_bytes
-LINE_LIMIT = 64 * 1024  # the default max_batch_line_bytes
+LINE_LIMIT = 64 * 1024  # the default batch_api_max_line_bytes
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    env = {"ASRSERVE_MAX_BATCH_REQUESTS": str(MAX_BATCH_REQUESTS)}
+    env = {"ASRSERVE_BATCH_API_MAX_REQUESTS": str(BATCH_API_MAX_REQUESTS)}
     server = Server(tmp_path_factory.mktemp("hostile-json") / "data", env=env)
     server.start()
     yield server
@@ -171,7 +171,7 @@ def test_admission_and_validation_count_lines_alike(srv: Server, tmp_path: Path)
     """Lines end at \\n only: four requests on four lines are one too many at once (400),
     four requests separated by \\r are one line, and invalid JSON (not four requests)."""
     client = client_for(srv)
-    requests = [line(f"r{i}", f"file-{i}") for i in range(MAX_BATCH_REQUESTS + 1)]
+    requests = [line(f"r{i}", f"file-{i}") for i in range(BATCH_API_MAX_REQUESTS + 1)]
     over = batch_file(client, "\n".join(requests).encode())
     response = httpx.post(
         f"{srv.url}/v1/batches",

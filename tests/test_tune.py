@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from asrserve.batching.policies import Selection, select_batch
-from asrserve.batching.stats import BatchRecord
+from asrserve.batcher.policies import Selection, select_batch
+from asrserve.batcher.stats import BatchRecord
 from asrserve.corpus import Clip
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions
 from asrserve.settings import Settings

@@ -86,6 +86,6 @@ class Admission:
 
     def _limits(self, priority: Priority) -> tuple[int, float]:
         settings = self._settings
-        if priority is Priority.BATCH:
-            return settings.max_queued_batch_requests, math.inf
+        if priority is Priority.OFFLINE:
+            return settings.batch_api_max_queued_requests, math.inf
         return settings.max_queued_jobs, settings.max_queued_audio_s

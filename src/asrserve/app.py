@@ -1,7 +1,7 @@
 """Wiring: settings → backend (SQLite or Redis) → inference, duties → one FastAPI app.
 
 One lifespan owns every background task. Inference runs here in the embedded mode and on
-``serve --workers``; a distributed API node without it only validates, stores, enqueues
+``serve --inference``; a distributed API node without it only validates, stores, enqueues
 and waits. The cluster-wide duties (Batch API runner, webhooks, audio retention) run
 here in the embedded mode, and on whichever distributed API node holds the leader lease.
 Shutdown is two-phase: stop claiming new jobs, let in-flight jobs drain for
@@ -29,8 +29,8 @@ from asrserve.api.json_body import install as install_body_limit
 from asrserve.api.schemas import job_view
 from asrserve.api.uploads import UploadGate, UploadLimits
 from asrserve.backends import Backend, Background, open_backend
-from asrserve.batches.models import Batch
-from asrserve.batches.runner import BatchRunner
+from asrserve.batch_api.models import Batch
+from asrserve.batch_api.runner import BatchRunner
 from asrserve.dashboard import routes as dashboard_routes
 from asrserve.distributed.registry import merge
 from asrserve.events import Finished
@@ -121,11 +121,11 @@ async def _lead(
         settings, [JobWebhooks(backend.store, job_view), BatchWebhooks(backend.batches)]
     )
 
-    def on_batch_end(batch: Batch) -> None:
+    def on_batch_api_done(batch: Batch) -> None:
         if batch.callback_url:
             webhooks.kick()
 
-    runner = BatchRunner(service, backend.batches, backend.files, model, on_batch_end)
+    runner = BatchRunner(service, backend.batches, backend.files, model, on_batch_api_done)
 
     def on_finish(notice: Finished) -> None:
         if notice.callback:
@@ -138,7 +138,7 @@ async def _lead(
         runner.kick()
 
     backend.events.on_finish(on_finish)
-    backend.events.on_batches(runner.kick)
+    backend.events.on_batch_api_changed(runner.kick)
     backend.events.on_resync(on_resync)
 
     async def duties() -> None:

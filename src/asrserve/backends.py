@@ -18,7 +18,7 @@ from typing import Any
 from asrserve.admission import Admission
 from asrserve.auth.keys import KeyStore
 from asrserve.auth.limits import RateLimiter
-from asrserve.batches.store import BatchStore
+from asrserve.batch_api.store import BatchStore
 from asrserve.blobs import Blobs
 from asrserve.distributed.registry import WorkerRegistry
 from asrserve.events import JobEvents
@@ -69,7 +69,7 @@ def open_backend(settings: Settings) -> Backend:
 
 def _embedded(settings: Settings) -> Backend:
     from asrserve.auth.sqlite import SqliteKeyStore
-    from asrserve.batches.sqlite import SqliteBatchStore
+    from asrserve.batch_api.sqlite import SqliteBatchStore
     from asrserve.files.sqlite import SqliteFileStore
     from asrserve.jobs.sqlite import SqliteJobStore
     from asrserve.queue.sqlite import SqliteQueue
@@ -99,7 +99,7 @@ def _embedded(settings: Settings) -> Backend:
 
 def _distributed(settings: Settings, url: str) -> Backend:
     from asrserve.auth.redis import RedisKeyStore
-    from asrserve.batches.redis import RedisBatchStore
+    from asrserve.batch_api.redis import RedisBatchStore
     from asrserve.distributed.admission import RedisAdmission
     from asrserve.distributed.connection import connect
     from asrserve.distributed.events import RedisEvents

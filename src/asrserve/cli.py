@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +16,7 @@ from pydantic import ValidationError
 
 from asrserve.engine.base import ModelNotFoundError
 from asrserve.logs import configure as configure_logging
-from asrserve.settings import BatchPolicy, EncoderWindow, Settings
+from asrserve.settings import BatchPolicy, EncoderWindow, Settings, warn_renamed
 
 # flag -> (settings field, type, help)
 SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
@@ -27,7 +29,7 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--device-index": ("device_index", str, "CUDA device indices, e.g. 0,1"),
     "--compute-type": ("compute_type", str, "int8 on CPU, float16 on CUDA by default"),
     "--cpu-threads": ("cpu_threads", int, "threads per CPU replica (0 = all cores)"),
-    "--cpu-workers": ("cpu_workers", int, "model replicas on the CPU"),
+    "--cpu-replicas": ("cpu_replicas", int, "model replicas on the CPU"),
     "--beam-size": ("beam_size", int, "beam size (5)"),
     "--encoder-window": ("encoder_window", EncoderWindow, "adaptive (pad to a bucket) or full"),
     "--encoder-windows-s": ("encoder_windows_s", str, "adaptive window buckets, e.g. 5,10,30"),
@@ -50,7 +52,17 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
 }
 
 
+# Flags of renamed settings (see settings.RENAMED), still accepted with a warning.
+RENAMED_FLAGS = {"--cpu-workers": "--cpu-replicas"}
+
+
 def build_settings(args: argparse.Namespace) -> Settings:
+    for old, new in RENAMED_FLAGS.items():
+        value = getattr(args, _dest(old), None)
+        if value is not None:
+            warn_renamed(old, new)
+            if getattr(args, _dest(new), None) is None:
+                setattr(args, _dest(new), value)
     overrides: dict[str, Any] = {
         field: getattr(args, flag[2:].replace("-", "_"))
         for flag, (field, _, _) in SERVE_FLAGS.items()
@@ -59,6 +71,10 @@ def build_settings(args: argparse.Namespace) -> Settings:
     if getattr(args, "devices", None):
         overrides.update(parse_devices(args.devices))
     return Settings(**overrides)
+
+
+def _dest(flag: str) -> str:
+    return flag[2:].replace("-", "_")
 
 
 def parse_devices(value: str) -> dict[str, Any]:
@@ -80,13 +96,16 @@ def parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="distributed: a worker node (no HTTP)")
     transcribe = commands.add_parser("transcribe", help="transcribe files locally, no server")
     serve.add_argument(
-        "--workers",
+        "--inference",
         action="store_true",
         help="with --broker: run inference in this process too (default: an API node only)",
     )
+    serve.add_argument("--workers", action="store_true", help=argparse.SUPPRESS)  # renamed
     for sub in (serve, worker, transcribe):
         for flag, (_, kind, text) in SERVE_FLAGS.items():
             sub.add_argument(flag, type=kind, default=None, help=text)
+        for old, new in RENAMED_FLAGS.items():
+            sub.add_argument(old, type=SERVE_FLAGS[new][1], default=None, help=argparse.SUPPRESS)
         sub.add_argument("--devices", help="'cpu' or 'cuda:0,cuda:1': one model replica each")
     bench = commands.add_parser("bench", help="load-test policies side by side")
     from asrserve.bench.cli import add_arguments
@@ -101,7 +120,7 @@ def parser() -> argparse.ArgumentParser:
 
     add_keys_arguments(keys)
     batch = commands.add_parser("batch", help="transcribe a folder through the Batch API")
-    from asrserve.batches.cli import add_arguments as add_batch_arguments
+    from asrserve.batch_api.cli import add_arguments as add_batch_arguments
 
     add_batch_arguments(batch)
     transcribe.add_argument("files", nargs="+", type=Path)
@@ -116,28 +135,36 @@ PRIVATE_UMASK = 0o077
 """Commands that write the data dir (people's recordings, transcripts, keys) create its
 files ``0600`` and its folders ``0700``: owner only."""
 DATA_DIR_COMMANDS = frozenset({"serve", "worker", "keys"})
+SERVICE_COMMANDS = frozenset({"serve", "worker"})
+
+
+# Commands with their own module: ``run(args)`` there (imported only when used).
+TOOLS = {
+    "bench": "asrserve.bench.cli",
+    "tune": "asrserve.tune.cli",
+    "batch": "asrserve.batch_api.cli",
+    "keys": "asrserve.auth.cli",
+}
+
+
+def _run_tool(module: str, args: argparse.Namespace) -> int:
+    import importlib
+
+    result: int = importlib.import_module(module).run(args)
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command in DATA_DIR_COMMANDS:
         os.umask(PRIVATE_UMASK)
-    if args.command == "bench":
-        from asrserve.bench.cli import run
-
-        return run(args)
-    if args.command == "tune":
-        from asrserve.tune.cli import run as run_tune
-
-        return run_tune(args)
-    if args.command == "batch":
-        from asrserve.batches.cli import run as run_batch
-
-        return run_batch(args)
-    if args.command == "keys":
-        from asrserve.auth.cli import run as run_keys
-
-        return run_keys(args)
+    if args.command in SERVICE_COMMANDS:
+        # ``kill -USR1 <pid>`` writes every thread's stack to stderr: how to see what a
+        # stuck server or worker node is doing, without stopping it.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    tool = TOOLS.get(args.command)
+    if tool is not None:
+        return _run_tool(tool, args)
     try:
         settings = build_settings(args)
     except ValidationError as exc:
@@ -146,13 +173,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_level, settings.log_format)
     try:
         if args.command == "serve":
-            return serve(settings, inference=settings.broker is None or args.workers)
+            return serve(settings, inference=serves_inference(args, settings))
         if args.command == "worker":
             return work(settings)
         return transcribe(settings, args.files, args.format, args.out)
     except ModelNotFoundError as exc:
         print(f"asrserve: {exc}", file=sys.stderr)
         return 2
+
+
+def serves_inference(args: argparse.Namespace, settings: Settings) -> bool:
+    """Whether ``serve`` runs inference: always when embedded; with a broker, only when
+    asked (``--inference``; ``--workers`` is its old name)."""
+    if args.workers:
+        warn_renamed("--workers", "--inference")
+    return settings.broker is None or args.inference or args.workers
 
 
 def serve(settings: Settings, *, inference: bool = True) -> int:
@@ -204,7 +239,7 @@ def transcribe(settings: Settings, files: list[Path], fmt: str, out: Path | None
     from asrserve.local import transcribe_file
     from asrserve.runtime import load_engines
 
-    engine = load_engines(settings.model_copy(update={"cpu_workers": 1}))[0]
+    engine = load_engines(settings.model_copy(update={"cpu_replicas": 1}))[0]
     options = TranscriptionOptions(beam_size=settings.beam_size)
     response = {
         "txt": ResponseFormat.TEXT,

@@ -54,12 +54,12 @@ class JobEvents:
             listener(job_id)
         self._wake(job_id)
 
-    def batches_changed(self) -> None:
+    def batch_api_changed(self) -> None:
         """A batch was created or cancelled: the Batch API runner looks again."""
         for listener in self._batch_listeners:
             listener()
 
-    def on_batches(self, listener: Callable[[], None]) -> None:
+    def on_batch_api_changed(self, listener: Callable[[], None]) -> None:
         self._batch_listeners.append(listener)
 
     def on_resync(self, listener: Callable[[], None]) -> None:

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from asrserve.batching.stats import BatchRecord, SchedulerStats
+from asrserve.batcher.stats import BatchRecord, SchedulerStats
 from asrserve.jobs.models import Job, Priority
 
 BATCH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128)

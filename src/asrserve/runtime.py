@@ -1,5 +1,5 @@
-"""Inference on this node: model replicas, the scheduler over them, and the worker that
-claims jobs from the queue. Used by the embedded server, by ``serve --workers`` and by
+"""Inference on this node: model replicas, the scheduler over them, and the consumer that
+claims jobs from the queue. Used by the embedded server, by ``serve --inference`` and by
 ``asrserve worker`` (a worker node without HTTP)."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from typing import Any
 
 from asrserve.api.forms import ModelInfo
 from asrserve.backends import Backend
-from asrserve.batching.scheduler import Device, Scheduler, SchedulerConfig
-from asrserve.batching.stats import BatchRecord
+from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batcher.stats import BatchRecord
+from asrserve.consumer import Consumer, Lane
 from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.distributed.registry import WorkerRegistry
 from asrserve.engine.base import Engine
@@ -33,7 +34,6 @@ from asrserve.jobs.models import Job, Priority
 from asrserve.metrics import Metrics
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
-from asrserve.worker import Lane, Worker
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def resolve_device(settings: Settings) -> str:
 
 
 def load_engines(settings: Settings) -> list[Engine]:
-    """One replica per CUDA device index, or ``cpu_workers`` replicas sharing the cores."""
+    """One replica per CUDA device index, or ``cpu_replicas`` replicas sharing the cores."""
     path = model_path(settings)
     device = resolve_device(settings)
     compute = settings.compute_type
@@ -83,8 +83,8 @@ def load_engines(settings: Settings) -> list[Engine]:
     if device == "cuda":
         slots = [(index, 0) for index in settings.device_index]
     else:
-        threads = settings.cpu_threads or max(1, (os.cpu_count() or 1) // settings.cpu_workers)
-        slots = [(0, threads)] * settings.cpu_workers
+        threads = settings.cpu_threads or max(1, (os.cpu_count() or 1) // settings.cpu_replicas)
+        slots = [(0, threads)] * settings.cpu_replicas
     return [
         FasterWhisperEngine(EngineConfig(path, model_id(settings), device, index, compute, threads))
         for index, threads in slots
@@ -98,7 +98,7 @@ class Inference:
     settings: Settings
     model: ModelInfo
     scheduler: Scheduler
-    worker: Worker
+    consumer: Consumer
     executors: list[ThreadPoolExecutor]
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
@@ -113,17 +113,17 @@ class Inference:
             "encoder_windows_s": list(settings.windows),
             "pending_chunks": scheduler.pending_count(),
             "pending_by_window": scheduler.pending_by_window(),
-            "jobs_in_flight": self.worker.in_flight,
+            "jobs_in_flight": self.consumer.in_flight,
             **scheduler.stats.snapshot(),
         }
 
     async def stop(self) -> None:
         """Two phases: stop claiming; drain in-flight jobs for the grace period, then cancel
         what is left (it goes back to the queue)."""
-        self.tasks["worker"].cancel()
+        self.tasks["consumer"].cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await self.tasks["worker"]
-        await self.worker.drain(self.settings.shutdown_grace_s)
+            await self.tasks["consumer"]
+        await self.consumer.drain(self.settings.shutdown_grace_s)
         for task in self.tasks.values():
             task.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
@@ -151,7 +151,7 @@ async def start_inference(
         Lane(
             (Priority.INTERACTIVE, Priority.ASYNC), settings.prefetch_jobs, preprocess, ahead=ahead
         ),
-        Lane((Priority.BATCH,), settings.batch_prefetch_jobs, offline, ahead=ahead),
+        Lane((Priority.OFFLINE,), settings.batch_api_prefetch_jobs, offline, ahead=ahead),
     ]
 
     async def on_finished(job: Job) -> None:
@@ -160,14 +160,14 @@ async def start_inference(
         if settings.audio_retention_s == 0 and job.audio_path and job.owns_audio:
             await backend.blobs.delete(job.audio_path)
 
-    worker = Worker(settings, backend, scheduler, engines[0], lanes, on_finished)
-    recovered = await worker.durably("recover", backend.queue.recover)
-    await worker.durably("requeue", functools.partial(requeue_lost, backend))
-    inference = Inference(settings, model, scheduler, worker, [preprocess, offline])
+    consumer = Consumer(settings, backend, scheduler, engines[0], lanes, on_finished)
+    recovered = await consumer.durably("recover", backend.queue.recover)
+    await consumer.durably("requeue", functools.partial(requeue_lost, backend))
+    inference = Inference(settings, model, scheduler, consumer, [preprocess, offline])
     inference.tasks = {
         "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
-        "worker": asyncio.create_task(worker.run(), name="worker"),
-        "heartbeat": asyncio.create_task(worker.heartbeat(), name="heartbeat"),
+        "consumer": asyncio.create_task(consumer.run(), name="consumer"),
+        "heartbeat": asyncio.create_task(consumer.heartbeat(), name="heartbeat"),
     }
     if backend.registry is not None:
         report = _report(settings, backend.registry, backend.node, inference)
@@ -210,7 +210,7 @@ def _scheduler(
         max_batch_size=settings.max_batch_size,
         max_wait=settings.max_wait_ms / 1000,
         max_age=settings.max_queue_age_s,
-        offline_priority=Priority.BATCH,
+        offline_priority=Priority.OFFLINE,
         offline_holdoff=settings.offline_holdoff_ms / 1000,
         run_timeout_floor=settings.run_timeout_floor_s,
     )
@@ -246,7 +246,7 @@ async def sweep_audio(settings: Settings, backend: Backend) -> None:
     """Remove uploaded audio once its job has been finished for ``audio_retention_s``, and
     what the store keeps of jobs older than the longest a job can live plus its retention."""
     period = min(max(settings.audio_retention_s / 4, 1.0), 60.0)
-    oldest = settings.batch_window_s + settings.result_retention_s
+    oldest = settings.batch_api_window_s + settings.result_retention_s
     next_trim = time.monotonic()
     while True:
         cutoff = time.time() - settings.audio_retention_s

@@ -6,14 +6,43 @@ Every field can be set through the environment with the ``ASRSERVE_`` prefix
 
 from __future__ import annotations
 
+import os
+import warnings
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 MIB = 1024 * 1024
+ENV_PREFIX = "ASRSERVE_"
+
+# Settings renamed so that one word names one idea (docs/glossary.md): the old names are
+# still read, with a FutureWarning, until the release after next.
+RENAMED = {
+    "cpu_workers": "cpu_replicas",
+    "batch_window_s": "batch_api_window_s",
+    "max_batch_file_bytes": "batch_api_max_file_bytes",
+    "max_batch_requests": "batch_api_max_requests",
+    "max_batch_line_bytes": "batch_api_max_line_bytes",
+    "max_queued_batch_requests": "batch_api_max_queued_requests",
+    "batch_prefetch_jobs": "batch_api_prefetch_jobs",
+}
+
+
+def warn_renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"{old} is deprecated and will stop working in a later release: use {new}",
+        FutureWarning,
+        stacklevel=3,
+    )
 
 
 class BatchPolicy(StrEnum):
@@ -36,8 +65,51 @@ class AuthMode(StrEnum):
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
+class RenamedEnv(PydanticBaseSettingsSource):
+    """``ASRSERVE_<old name>`` for a renamed setting, read as the new one (the new name wins
+    when both are set)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        environ = {name.upper(): value for name, value in os.environ.items()}
+        values: dict[str, Any] = {}
+        for old, new in RENAMED.items():
+            value = environ.get(f"{ENV_PREFIX}{old.upper()}")
+            if value is not None:
+                warn_renamed(f"{ENV_PREFIX}{old.upper()}", f"{ENV_PREFIX}{new.upper()}")
+                values[new] = value
+        return values
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ASRSERVE_", frozen=True, extra="forbid")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        renamed = RenamedEnv(settings_cls)
+        return init_settings, env_settings, renamed, dotenv_settings, file_secret_settings
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_arguments(cls, data: Any) -> Any:
+        """``Settings(cpu_workers=2)``: a renamed setting passed by its old name."""
+        if not isinstance(data, dict):
+            return data
+        for old, new in RENAMED.items():
+            if old in data:
+                warn_renamed(old, new)
+                value = data.pop(old)
+                data.setdefault(new, value)
+        return data
 
     # Network
     host: str = "127.0.0.1"
@@ -77,7 +149,7 @@ class Settings(BaseSettings):
     device_index: Annotated[tuple[int, ...], NoDecode] = (0,)
     compute_type: str = Field("default", description="int8 on CPU, float16 on CUDA by default.")
     cpu_threads: int = Field(0, ge=0, description="Threads per CPU replica; 0 = all cores.")
-    cpu_workers: int = Field(1, ge=1, description="Model replicas on the CPU.")
+    cpu_replicas: int = Field(1, ge=1, description="Model replicas on the CPU.")
     beam_size: int = Field(5, ge=1, le=20)
     vad_filter: bool = True
     encoder_window: EncoderWindow = EncoderWindow.ADAPTIVE
@@ -98,7 +170,7 @@ class Settings(BaseSettings):
         ge=0,
         description="Batch API work starts on a device only after online work was quiet this long.",
     )
-    batch_prefetch_jobs: int = Field(
+    batch_api_prefetch_jobs: int = Field(
         16, ge=1, description="Batch API items in flight; their own budget, never online slots."
     )
     preprocess_threads: int = Field(0, ge=0, description="Audio decode/feature threads; 0 = cores.")
@@ -128,7 +200,7 @@ class Settings(BaseSettings):
     max_queued_audio_s: float = Field(
         8 * 3600.0, gt=0, description="Unfinished audio seconds per online class."
     )
-    max_queued_batch_requests: int = Field(
+    batch_api_max_queued_requests: int = Field(
         500_000, ge=1, description="Unfinished Batch API requests, all batches together."
     )
     rate_limit_rpm: int = Field(
@@ -161,14 +233,16 @@ class Settings(BaseSettings):
     )
 
     # Files and Batch API
-    max_batch_file_bytes: int = Field(100 * MIB, ge=1, description="A batch's JSONL input file.")
-    max_batch_requests: int = Field(50_000, ge=1, description="Lines in one batch.")
-    max_batch_line_bytes: int = Field(
+    batch_api_max_file_bytes: int = Field(
+        100 * MIB, ge=1, description="A batch's JSONL input file."
+    )
+    batch_api_max_requests: int = Field(50_000, ge=1, description="Lines in one batch.")
+    batch_api_max_line_bytes: int = Field(
         64 * 1024,
         ge=1024,
         description="One line of a batch's JSONL input; a longer one fails as line_too_long.",
     )
-    batch_window_s: float = Field(
+    batch_api_window_s: float = Field(
         86400.0, gt=0, description="How long a completion_window='24h' batch may run."
     )
 

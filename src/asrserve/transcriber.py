@@ -18,7 +18,7 @@ from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
 from asrserve.backends import Backend
-from asrserve.batching.scheduler import Scheduler
+from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import SAMPLING_RATE, Engine, RawSegment
 from asrserve.jobs.models import Job
 from asrserve.settings import BatchPolicy, Settings
@@ -31,7 +31,7 @@ WINDOWS_AHEAD = 2
 
 
 class Durably(Protocol):
-    """Runs a storage operation, retrying while storage fails (``Worker.durably``)."""
+    """Runs a storage operation, retrying while storage fails (``Consumer.durably``)."""
 
     async def __call__(self, what: str, operation: Callable[[], Awaitable[T]]) -> T: ...
 

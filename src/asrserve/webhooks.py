@@ -17,8 +17,8 @@ from typing import Any, Protocol
 import httpx
 
 from asrserve import outbound
-from asrserve.batches.models import Batch
-from asrserve.batches.store import BatchStore
+from asrserve.batch_api.models import Batch
+from asrserve.batch_api.store import BatchStore
 from asrserve.jobs.models import Job, WebhookStatus
 from asrserve.jobs.store import JobStore
 from asrserve.settings import Settings

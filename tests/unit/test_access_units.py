@@ -241,8 +241,8 @@ def test_admission_limits_each_class_and_estimates_retry_after(
         run(admission.admit(Priority.INTERACTIVE, 101.0))  # over the audio limit alone
     run(other_node.finished(Job(id="j", priority=Priority.ASYNC, admitted_s=30.0)))
     run(admission.admit(Priority.ASYNC, 10.0))
-    run(admission.reset([Job(id="a", priority=Priority.BATCH, admitted_s=5.0)]))
-    assert run(other_node.view())["batch"] == {"jobs": 1, "audio_s": 5.0}
+    run(admission.reset([Job(id="a", priority=Priority.OFFLINE, admitted_s=5.0)]))
+    assert run(other_node.view())["offline"] == {"jobs": 1, "audio_s": 5.0}
     assert run(other_node.view())["async"] == {"jobs": 0, "audio_s": 0.0}
     run(admission.finished(Job(id="b", priority=Priority.ASYNC, admitted_s=9.0)))
     assert run(admission.view())["async"] == {"jobs": 0, "audio_s": 0.0}  # never negative

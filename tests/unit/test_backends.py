@@ -152,12 +152,12 @@ class QueueContract:
     def test_caps_per_priority(self, queue_factory: Callable[[], Queue]) -> None:
         async def main() -> None:
             queue = queue_factory()
-            await queue.put_many([f"b{i}" for i in range(5)], Priority.BATCH)
+            await queue.put_many([f"b{i}" for i in range(5)], Priority.OFFLINE)
             await queue.put("i", Priority.INTERACTIVE)
             await queue.put("a", Priority.ASYNC)
             online = await queue.get({Priority.INTERACTIVE: 4, Priority.ASYNC: 4}, 0)
             assert [d.job_id for d in online] == ["i", "a"]
-            offline = await queue.get({Priority.BATCH: 2}, 0)
+            offline = await queue.get({Priority.OFFLINE: 2}, 0)
             assert [d.job_id for d in offline] == ["b0", "b1"]  # put_many keeps the order
             assert await queue.get({Priority.INTERACTIVE: 4}, 0) == []
             assert [d.job_id for d in await queue.get(10, 0)] == ["b2", "b3", "b4"]
@@ -168,9 +168,9 @@ class QueueContract:
         async def main() -> set[str]:
             queue = queue_factory()
             online = asyncio.create_task(queue.get({Priority.INTERACTIVE: 1}, 5.0))
-            offline = asyncio.create_task(queue.get({Priority.BATCH: 1}, 5.0))
+            offline = asyncio.create_task(queue.get({Priority.OFFLINE: 1}, 5.0))
             await asyncio.sleep(0.01)
-            await queue.put("b", Priority.BATCH)
+            await queue.put("b", Priority.OFFLINE)
             await queue.put("i", Priority.INTERACTIVE)
             done = await asyncio.wait_for(asyncio.gather(online, offline), 2.0)
             return {d.job_id for batch in done for d in batch}
@@ -180,7 +180,7 @@ class QueueContract:
     def test_priority_then_fifo(self, queue_factory: Callable[[], Queue]) -> None:
         async def main() -> list[str]:
             queue = queue_factory()
-            await queue.put("a", Priority.BATCH)
+            await queue.put("a", Priority.OFFLINE)
             await queue.put("b", Priority.ASYNC)
             await queue.put("c", Priority.INTERACTIVE)
             await queue.put("d", Priority.ASYNC)

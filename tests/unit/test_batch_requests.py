@@ -10,9 +10,9 @@ import pytest
 
 from asrserve.api.errors import ApiError
 from asrserve.api.forms import MAX_PROMPT_CHARS, ModelInfo, parse_request
-from asrserve.batches.models import BatchItem
-from asrserve.batches.output import split_lines
-from asrserve.batches.requests import (
+from asrserve.batch_api.models import BatchItem
+from asrserve.batch_api.output import split_lines
+from asrserve.batch_api.requests import (
     InvalidInput,
     RequestLine,
     count_requests,

@@ -9,20 +9,20 @@ import types
 
 import pytest
 
-from asrserve.batching.stats import BatchRecord, SchedulerStats
+from asrserve.batcher.stats import BatchRecord, SchedulerStats
 from asrserve.logs import JsonFormatter
 from asrserve.metrics import Metrics
 
 
 def test_json_lines_carry_extra_fields() -> None:
     record = logging.LogRecord(
-        "asrserve.batching", logging.INFO, __file__, 1, "batch %s", ("b1",), None
+        "asrserve.batcher", logging.INFO, __file__, 1, "batch %s", ("b1",), None
     )
     record.batch_id = "b1"
     record.size = 4
     line = json.loads(JsonFormatter().format(record))
     assert line["msg"] == "batch b1" and line["level"] == "info"
-    assert (line["batch_id"], line["size"], line["logger"]) == ("b1", 4, "asrserve.batching")
+    assert (line["batch_id"], line["size"], line["logger"]) == ("b1", 4, "asrserve.batcher")
 
 
 def test_batch_metrics_and_scheduler_gauges() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asrserve.batching.policies import Selection, select_batch
+from asrserve.batcher.policies import Selection, select_batch
 
 
 @dataclass(frozen=True)

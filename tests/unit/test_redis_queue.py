@@ -37,7 +37,7 @@ def make(url: str, consumer: str | None = None, lease_s: float = 30.0) -> RedisQ
 
 
 def ready(interactive: int = 0, async_: int = 0, batch: int = 0) -> dict[Priority, int]:
-    return {Priority.INTERACTIVE: interactive, Priority.ASYNC: async_, Priority.BATCH: batch}
+    return {Priority.INTERACTIVE: interactive, Priority.ASYNC: async_, Priority.OFFLINE: batch}
 
 
 class TestRedisQueue(QueueContract):
@@ -100,7 +100,7 @@ class TestRedisQueue(QueueContract):
             await asyncio.sleep(0.2)
             assert not waiter.done()
             start = time.monotonic()
-            await producer.put("late", Priority.BATCH)
+            await producer.put("late", Priority.OFFLINE)
             got = await asyncio.wait_for(waiter, 2.0)
             return [d.job_id for d in got], time.monotonic() - start
 
@@ -110,11 +110,11 @@ class TestRedisQueue(QueueContract):
     def test_dead_letter_records_and_removes(self, redis_url: str) -> None:
         async def main() -> None:
             queue = make(redis_url)
-            await queue.put("x", Priority.BATCH)
+            await queue.put("x", Priority.OFFLINE)
             (d,) = await queue.get(5, 0)
             await queue.dead_letter(d, "boom")
             assert await queue.dead_letters() == [
-                {"job_id": "x", "priority": "batch", "deliveries": "1", "reason": "boom"}
+                {"job_id": "x", "priority": "offline", "deliveries": "1", "reason": "boom"}
             ]
             assert await queue.get(5, 0) == []
             assert await queue.depth() == ready()
@@ -146,13 +146,13 @@ class TestRedisQueue(QueueContract):
         async def main() -> None:
             queue = make(redis_url)
             assert await queue.depth() == ready()
-            await queue.put_many(["b0", "b1", "b2"], Priority.BATCH)
+            await queue.put_many(["b0", "b1", "b2"], Priority.OFFLINE)
             await queue.put_many(["i0", "i1"], Priority.INTERACTIVE)
             assert await queue.depth() == ready(interactive=2, batch=3)
             (i0,) = await queue.get(1, 0)
             assert await queue.depth() == ready(interactive=1, batch=3)
             await queue.ack(i0)
-            await queue.get({Priority.BATCH: 2}, 0)
+            await queue.get({Priority.OFFLINE: 2}, 0)
             assert await queue.depth() == ready(interactive=1, batch=1)
 
         asyncio.run(main())
@@ -178,7 +178,7 @@ class TestRedisQueue(QueueContract):
     def test_extra_entries_of_a_blocking_read_are_handed_back(self, redis_url: str) -> None:
         async def main() -> None:
             queue = make(redis_url)
-            await queue.put("b", Priority.BATCH)
+            await queue.put("b", Priority.OFFLINE)
             await queue.put("i", Priority.INTERACTIVE)
             claim = queue._claim
             calls = 0

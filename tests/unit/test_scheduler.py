@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import numpy as np
 import pytest
 
-from asrserve.batching.clock import ManualClock
-from asrserve.batching.scheduler import (
+from asrserve.batcher.clock import ManualClock
+from asrserve.batcher.scheduler import (
     DeadlineExceeded,
     Device,
     RunTimeout,
@@ -18,7 +18,7 @@ from asrserve.batching.scheduler import (
     SchedulerConfig,
     WorkItem,
 )
-from asrserve.batching.stats import BatchRecord
+from asrserve.batcher.stats import BatchRecord
 from asrserve.engine.base import ChunkInput, RawSegment
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.settings import BatchPolicy
@@ -124,7 +124,7 @@ def test_interactive_jumps_queued_async_work() -> None:
         blocker = s.submit_chunks("x", 1, OPTS, [chunk(9.0)])
         await busy(engine)
         background = s.submit_chunks(
-            "bg", Priority.BATCH, OPTS, [chunk(float(n)) for n in range(10, 14)]
+            "bg", Priority.OFFLINE, OPTS, [chunk(float(n)) for n in range(10, 14)]
         )
         urgent = s.submit_chunks("me", Priority.INTERACTIVE, OPTS, [chunk(1.0)])
         await settle()
@@ -221,12 +221,12 @@ def test_length_buckets_batch_apart_and_count_their_padding() -> None:
 
 def test_offline_work_waits_for_online_quiet_and_yields_to_online_arrivals() -> None:
     config = SchedulerConfig(
-        BatchPolicy.GREEDY, max_batch_size=8, offline_priority=Priority.BATCH, offline_holdoff=0.2
+        BatchPolicy.GREEDY, max_batch_size=8, offline_priority=Priority.OFFLINE, offline_holdoff=0.2
     )
 
     async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
         await s.submit_chunks("online", Priority.INTERACTIVE, OPTS, [chunk(1.0)])[0]
-        offline = s.submit_chunks("batch", Priority.BATCH, OPTS, [chunk(2.0)])
+        offline = s.submit_chunks("batch", Priority.OFFLINE, OPTS, [chunk(2.0)])
         await settle()
         assert engine.batches == [[1.0]]  # online work ran just now: the offline chunk waits
         clock.advance(0.1)
@@ -244,20 +244,20 @@ def test_offline_work_waits_for_online_quiet_and_yields_to_online_arrivals() -> 
 
 
 def test_offline_work_alone_starts_at_once() -> None:
-    config = SchedulerConfig(offline_priority=Priority.BATCH, offline_holdoff=5.0)
+    config = SchedulerConfig(offline_priority=Priority.OFFLINE, offline_holdoff=5.0)
 
     async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
-        await asyncio.gather(*s.submit_chunks("batch", Priority.BATCH, OPTS, [chunk(1.0)]))
+        await asyncio.gather(*s.submit_chunks("batch", Priority.OFFLINE, OPTS, [chunk(1.0)]))
 
     assert run(config, body).batches == [[1.0]]
 
 
 def test_a_steady_online_client_slows_offline_work_but_cannot_stop_it() -> None:
-    config = SchedulerConfig(max_age=1.0, offline_priority=Priority.BATCH, offline_holdoff=0.2)
+    config = SchedulerConfig(max_age=1.0, offline_priority=Priority.OFFLINE, offline_holdoff=0.2)
 
     async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
         await s.submit_chunks("online", Priority.INTERACTIVE, OPTS, [chunk(1.0)])[0]
-        offline = s.submit_chunks("batch", Priority.BATCH, OPTS, [chunk(9.0)])
+        offline = s.submit_chunks("batch", Priority.OFFLINE, OPTS, [chunk(9.0)])
         for step in range(10):  # an online request every 0.15 s: never 0.2 s of quiet
             clock.advance(0.15)
             await s.submit_chunks(f"online{step}", Priority.INTERACTIVE, OPTS, [chunk(1.0)])[0]

@@ -16,14 +16,14 @@ from asrserve.api.file_routes import found as found_file
 from asrserve.api.forms import parse_callback
 from asrserve.api.schemas import page_body
 from asrserve.auth.principal import Principal
-from asrserve.batches.models import (
+from asrserve.batch_api.models import (
     COMPLETION_WINDOW,
     ENDPOINT,
     Batch,
     BatchStatus,
     new_batch_id,
 )
-from asrserve.batches.requests import count_requests
+from asrserve.batch_api.requests import count_requests
 from asrserve.files.models import FilePurpose
 from asrserve.jobs.models import Priority
 from asrserve.service import check_callback
@@ -60,18 +60,18 @@ async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[s
         message = f"file '{record.id}' has purpose '{record.purpose.value}', not 'batch'"
         raise ApiError(400, message, param="input_file_id", code="invalid_file_purpose")
     requests = await asyncio.to_thread(_count_requests, record.id, ctx.service.settings)
-    await ctx.service.admission.admit(Priority.BATCH, 0.0, count=requests)
+    await ctx.service.admission.admit(Priority.OFFLINE, 0.0, count=requests)
     now = int(time.time())
     batch = Batch(
         id=new_batch_id(),
         input_file_id=record.id,
         created_at=now,
-        expires_at=now + int(ctx.service.settings.batch_window_s),
+        expires_at=now + int(ctx.service.settings.batch_api_window_s),
         metadata=body.metadata,
         owner=principal.owner,
     )
     await ctx.batches.create(batch)
-    ctx.service.events.batches_changed()
+    ctx.service.events.batch_api_changed()
     return batch.view()
 
 
@@ -109,7 +109,7 @@ async def cancel_batch(batch_id: str, ctx: Ctx, principal: Caller) -> dict[str, 
             return current.view()
         message = f"the batch is {current.status.value}; it can no longer be cancelled"
         raise ApiError(409, message, code="batch_not_cancellable")
-    ctx.service.events.batches_changed()
+    ctx.service.events.batch_api_changed()
     return cancelled.view()
 
 
@@ -124,17 +124,17 @@ async def _found(ctx: ApiContext, batch_id: str, principal: Principal) -> Batch:
 
 def _count_requests(file_id: str, settings: Settings) -> int:
     """Requests in a JSONL file, counted as validation will find them (the same line
-    iterator), for admission; 400 ``too_many_requests`` over ``max_batch_requests``."""
+    iterator), for admission; 400 ``too_many_requests`` over ``batch_api_max_requests``."""
     try:
         with (settings.files_dir / file_id).open("rb") as handle:
-            count = count_requests(handle, settings.max_batch_line_bytes)
+            count = count_requests(handle, settings.batch_api_max_line_bytes)
     except FileNotFoundError:
         message = f"the content of '{file_id}' is gone"
         raise ApiError(404, message, param="input_file_id", code="file_not_found") from None
-    if count > settings.max_batch_requests:
+    if count > settings.batch_api_max_requests:
         message = (
             f"the input file has {count} requests; a batch holds at most"
-            f" {settings.max_batch_requests}"
+            f" {settings.batch_api_max_requests}"
         )
         raise ApiError(400, message, param="input_file_id", code="too_many_requests")
     return count

@@ -10,7 +10,7 @@ from fastapi import Request
 
 from asrserve.api.forms import ModelInfo
 from asrserve.api.uploads import UploadGate
-from asrserve.batches.store import BatchStore
+from asrserve.batch_api.store import BatchStore
 from asrserve.files.store import FileStore
 from asrserve.metrics import Metrics
 from asrserve.service import Service

@@ -27,7 +27,7 @@ async def upload_file(request: Request, ctx: Ctx, principal: Caller) -> dict[str
     batch requests name by id). Streamed to disk; limits are enforced while reading."""
     settings = ctx.service.settings
     file_id = new_file_id()
-    limit = max(settings.max_job_upload_bytes, settings.max_batch_file_bytes)
+    limit = max(settings.max_job_upload_bytes, settings.batch_api_max_file_bytes)
     upload = await receive_upload(request, settings.files_dir / file_id, limit, ctx.uploads)
     try:
         purpose = _purpose(upload.get("purpose"))
@@ -35,8 +35,8 @@ async def upload_file(request: Request, ctx: Ctx, principal: Caller) -> dict[str
             raise ApiError(400, "a 'file' part is required", param="file")
         if upload.size == 0:
             raise ApiError(400, "the uploaded file is empty", param="file", code="empty_file")
-        if purpose is FilePurpose.BATCH and upload.size > settings.max_batch_file_bytes:
-            message = f"a batch file may be at most {settings.max_batch_file_bytes} bytes"
+        if purpose is FilePurpose.BATCH and upload.size > settings.batch_api_max_file_bytes:
+            message = f"a batch file may be at most {settings.batch_api_max_file_bytes} bytes"
             raise ApiError(413, message, param="file", code="file_too_large")
     except ApiError:
         upload.remove()

@@ -26,7 +26,7 @@ ENV_FLAGS = {
     "beam_size": "ASRSERVE_BEAM_SIZE",
     "max_batch_size": "ASRSERVE_MAX_BATCH_SIZE",
     "max_wait_ms": "ASRSERVE_MAX_WAIT_MS",
-    "cpu_workers": "ASRSERVE_CPU_WORKERS",
+    "cpu_replicas": "ASRSERVE_CPU_REPLICAS",
     "cpu_threads": "ASRSERVE_CPU_THREADS",
     "device": "ASRSERVE_DEVICE",
     "compute_type": "ASRSERVE_COMPUTE_TYPE",
@@ -101,7 +101,7 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--beam-size", type=int)
     bench.add_argument("--max-batch-size", type=int)
     bench.add_argument("--max-wait-ms", type=float)
-    bench.add_argument("--cpu-workers", type=int)
+    bench.add_argument("--cpu-replicas", type=int)
     bench.add_argument("--cpu-threads", type=int)
     bench.add_argument("--device")
     bench.add_argument("--compute-type")
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{len(files)} files, {audio:.1f} s of audio; beam {settings.beam_size}, "
         f"max batch {settings.max_batch_size}, max wait {settings.max_wait_ms} ms, "
-        f"{settings.cpu_workers} CPU worker(s), {settings.encoder_window.value} encoder windows",
+        f"{settings.cpu_replicas} CPU worker(s), {settings.encoder_window.value} encoder windows",
         flush=True,
     )
     rows = _measure_rows(config, files)

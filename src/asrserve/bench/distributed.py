@@ -93,7 +93,7 @@ def _deployment(shape: Shape, bench_env: dict[str, str], root: Path, broker: str
     """The shape's processes, stopped on the way out (exception and Ctrl-C included)."""
     env = {
         **bench_env,
-        "ASRSERVE_CPU_WORKERS": "1",
+        "ASRSERVE_CPU_REPLICAS": "1",
         "ASRSERVE_CPU_THREADS": str(shape.threads),
         "ASRSERVE_RECORD_TRAFFIC": "false",
     }

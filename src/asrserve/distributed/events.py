@@ -42,8 +42,8 @@ class RedisEvents(JobEvents):
         super().cancelled(job_id)
         self._publish({"kind": "cancelled", "job": job_id})
 
-    def batches_changed(self) -> None:
-        super().batches_changed()
+    def batch_api_changed(self) -> None:
+        super().batch_api_changed()
         self._publish({"kind": "batches"})
 
     def _publish(self, message: dict[str, object]) -> None:
@@ -92,7 +92,7 @@ class RedisEvents(JobEvents):
         elif event.get("kind") == "cancelled":
             JobEvents.cancelled(self, str(event["job"]))
         elif event.get("kind") == "batches":
-            JobEvents.batches_changed(self)
+            JobEvents.batch_api_changed(self)
 
     async def aclose(self) -> None:
         if self._sending:

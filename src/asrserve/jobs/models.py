@@ -28,7 +28,7 @@ class Priority(IntEnum):
 
     INTERACTIVE = 0
     ASYNC = 1
-    BATCH = 2
+    OFFLINE = 2  # Batch API items
 
 
 class WebhookStatus(StrEnum):

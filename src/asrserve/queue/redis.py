@@ -2,7 +2,7 @@
 
 Key layout (every key starts with ``{prefix}:``):
 
-- ``q:{priority}`` (``q:interactive``, ``q:async``, ``q:batch``): one stream per priority,
+- ``q:{stream}`` (``q:interactive``, ``q:async``, ``q:batch``): one stream per priority,
   entries ``{job: <job id>}``, read through the consumer group ``workers``;
 - ``queued``: hash job id -> stream entry id of its live entry (makes ``put`` idempotent);
 - ``deliveries``: hash job id -> times handed out (reads and reclaims);
@@ -134,6 +134,10 @@ end
 return n
 """
 
+# Stream names are stored state: the offline class keeps the name it had before it was
+# renamed from "batch", so that entries queued by an older version are still read.
+STREAMS = {Priority.INTERACTIVE: "interactive", Priority.ASYNC: "async", Priority.OFFLINE: "batch"}
+
 
 class RedisQueue(Queue):
     def __init__(
@@ -152,7 +156,7 @@ class RedisQueue(Queue):
         self._queued = f"{prefix}:queued"
         self._deliveries = f"{prefix}:deliveries"
         self._dead = f"{prefix}:dead"
-        self._streams = {p: f"{prefix}:q:{p.name.lower()}" for p in Priority}
+        self._streams = {p: f"{prefix}:q:{STREAMS[p]}" for p in Priority}
         self._by_stream = {s: p for p, s in self._streams.items()}
         self._grouped = False
         self._put = client.register_script(PUT)

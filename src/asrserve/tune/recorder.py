@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from asrserve.batching.stats import BatchRecord
+from asrserve.batcher.stats import BatchRecord
 from asrserve.jobs.models import Job
 from asrserve.settings import Settings
 

@@ -11,7 +11,7 @@ import heapq
 from dataclasses import dataclass
 
 from asrserve.audio.features import window_frames
-from asrserve.batching.policies import LENGTH_BUCKET_S
+from asrserve.batcher.policies import LENGTH_BUCKET_S
 from asrserve.engine.base import CHUNK_SECONDS as CHUNK_S
 from asrserve.settings import Settings
 

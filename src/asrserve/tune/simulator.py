@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asrserve.batching.scheduler import WINDOW_FRAMES
+from asrserve.batcher.scheduler import WINDOW_FRAMES
 from asrserve.tune.model import LatencyModel
 from asrserve.tune.select import (
     CHUNK_S,

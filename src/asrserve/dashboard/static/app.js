@@ -10,7 +10,7 @@
   const PRIORITIES = [
     { key: "0", name: "interactive", color: "#2f6fde" },
     { key: "1", name: "async", color: "#1f9d55" },
-    { key: "2", name: "batch", color: "#c98a00" },
+    { key: "2", name: "offline (Batch API)", color: "#c98a00" },
   ];
   const PALETTE = ["#2f6fde", "#d14343", "#1f9d55", "#c98a00", "#8a4fd1", "#138a8a", "#c2417a", "#5b6272"];
 

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from asrserve.api.errors import ApiError, shown
 from asrserve.api.forms import ModelInfo, parse_request
 from asrserve.api.forms import Request as TranscriptionRequest
-from asrserve.batches.models import ENDPOINT, BatchErrorLine
+from asrserve.batch_api.models import ENDPOINT, BatchErrorLine
 
 MAX_ERRORS = 100
 MAX_CUSTOM_ID = 512

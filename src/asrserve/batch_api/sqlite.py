@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from asrserve.batches.models import Batch, BatchItem, BatchStatus
-from asrserve.batches.store import BatchMutation, BatchStore
+from asrserve.batch_api.models import Batch, BatchItem, BatchStatus
+from asrserve.batch_api.store import BatchMutation, BatchStore
 from asrserve.jobs.models import WebhookStatus
 from asrserve.sqlite import Database, page_filter
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from asrserve.batches.models import COMPLETION_WINDOW, ENDPOINT, BatchStatus
+from asrserve.batch_api.models import COMPLETION_WINDOW, ENDPOINT, BatchStatus
 
 AUDIO_EXTENSIONS = frozenset(
     {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".mp4", ".webm", ".aac"}

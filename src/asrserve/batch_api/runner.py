@@ -1,6 +1,6 @@
 """Carries each batch through its life: validate → in_progress → finalizing → an end state.
 
-Items become ordinary jobs at the lowest priority (``Priority.BATCH``), enqueued longest
+Items become ordinary jobs at the lowest priority (``Priority.OFFLINE``), enqueued longest
 first so that the worker's offline lane holds chunks of similar length. The runner wakes
 when one of a batch's jobs finishes (``kick``) or when the next batch expires, never by
 polling. Every step can be repeated after a crash: jobs have deterministic ids, items
@@ -23,11 +23,11 @@ from asrserve.audio.decode import probe
 from asrserve.audio.errors import AudioError
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
-from asrserve.batches.models import Batch, BatchErrorLine, BatchItem, BatchStatus, RequestCounts
-from asrserve.batches.models import item_job_id as job_id_for
-from asrserve.batches.output import split_lines, write_lines
-from asrserve.batches.requests import InvalidInput, RequestLine, parse_input
-from asrserve.batches.store import BatchStore
+from asrserve.batch_api.models import Batch, BatchErrorLine, BatchItem, BatchStatus, RequestCounts
+from asrserve.batch_api.models import item_job_id as job_id_for
+from asrserve.batch_api.output import split_lines, write_lines
+from asrserve.batch_api.requests import InvalidInput, RequestLine, parse_input
+from asrserve.batch_api.store import BatchStore
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
 from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus
@@ -111,8 +111,8 @@ class BatchRunner:
         await self._batches.add_items(items)
         await self._service.store.create_many(jobs)
         longest_first = sorted(jobs, key=lambda job: -(job.audio_duration or 0.0))
-        await self._service.queue.put_many([job.id for job in longest_first], Priority.BATCH)
-        await self._service.admission.added(Priority.BATCH, seconds, count=len(jobs))
+        await self._service.queue.put_many([job.id for job in longest_first], Priority.OFFLINE)
+        await self._service.admission.added(Priority.OFFLINE, seconds, count=len(jobs))
         failed = sum(item.error is not None for item in items)
         log.info(
             "batch %s in progress: %d request(s), %d rejected, %.1f audio s",
@@ -149,7 +149,10 @@ class BatchRunner:
         def parse() -> list[RequestLine]:
             with path.open("rb") as source:
                 return parse_input(
-                    source, self._model, settings.max_batch_requests, settings.max_batch_line_bytes
+                    source,
+                    self._model,
+                    settings.batch_api_max_requests,
+                    settings.batch_api_max_line_bytes,
                 )
 
         try:
@@ -193,7 +196,7 @@ class BatchRunner:
                 continue
             job = Job(
                 id=job_id_for(batch.id, request.line),
-                priority=Priority.BATCH,
+                priority=Priority.OFFLINE,
                 options=request.request.options,
                 filename=record.filename,
                 audio_path=str(path),

@@ -13,12 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from asrserve.backends import open_backend
-from asrserve.batching.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.consumer import Consumer, Lane
 from asrserve.corpus import Clip
 from asrserve.jobs.models import Job, JobStatus, Priority
 from asrserve.runtime import requeue_lost
 from asrserve.settings import BatchPolicy, Settings
-from asrserve.worker import Lane, Worker
 from tests.fakes import FakeEngine
 
 
@@ -42,7 +42,7 @@ def test_a_poison_chunk_fails_only_its_own_job(corpus: list[Clip], tmp_path: Pat
         scheduler = Scheduler([Device("cpu:0", engine)], config)
         pool = ThreadPoolExecutor(2)
         lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 8, pool)]
-        worker = Worker(settings, backend, scheduler, engine, lanes, _nothing)
+        worker = Consumer(settings, backend, scheduler, engine, lanes, _nothing)
         tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(worker.run())]
         with contextlib.ExitStack() as stack:
             waits = [stack.enter_context(events.subscribe(job.id)) for job in jobs]
@@ -88,7 +88,7 @@ def test_a_lane_with_ahead_claims_only_what_keeps_the_device_busy(
         scheduler = Scheduler([Device("cpu:0", engine)], SchedulerConfig(max_batch_size=2))
         pool = ThreadPoolExecutor(2)
         lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 32, pool, ahead=2)]
-        worker = Worker(settings, backend, scheduler, engine, lanes, _nothing)
+        worker = Consumer(settings, backend, scheduler, engine, lanes, _nothing)
         tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(worker.run())]
         jobs = [Job(id=f"job_{i:02d}", audio_path=str(clip.path)) for i in range(10)]
         await backend.store.create_many(jobs)

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from asrserve.audio.errors import AudioError
 from asrserve.backends import Backend
-from asrserve.batching.scheduler import DeadlineExceeded, RunTimeout, Scheduler
+from asrserve.batcher.scheduler import DeadlineExceeded, RunTimeout, Scheduler
 from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.engine.base import Engine
 from asrserve.events import Finished
@@ -98,7 +98,7 @@ class Isolation:
                 self._changed.notify_all()
 
 
-class Worker:
+class Consumer:
     def __init__(
         self,
         settings: Settings,

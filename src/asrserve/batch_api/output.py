@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from asrserve.api.errors import error_body
-from asrserve.batches.models import BatchItem
+from asrserve.batch_api.models import BatchItem
 from asrserve.formats import render
 from asrserve.jobs.models import Job, JobError, JobStatus
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from asrserve.batches.models import Batch, BatchItem
+from asrserve.batch_api.models import Batch, BatchItem
 
 BatchMutation = Callable[[Batch], Batch | None]
 

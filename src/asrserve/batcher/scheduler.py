@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from asrserve.batching.clock import Clock, MonotonicClock
-from asrserve.batching.policies import Selection, select_batch
-from asrserve.batching.stats import BatchRecord, SchedulerStats
+from asrserve.batcher.clock import Clock, MonotonicClock
+from asrserve.batcher.policies import Selection, select_batch
+from asrserve.batcher.stats import BatchRecord, SchedulerStats
 from asrserve.engine.base import (
     CHUNK_SECONDS,
     FRAMES_PER_SECOND,
