@@ -20,16 +20,16 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from asrserve.audio.errors import AudioError
 from asrserve.backends import Backend
 from asrserve.batcher.scheduler import DeadlineExceeded, RunTimeout, Scheduler
 from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.engine.base import Engine
+from asrserve.errors import AsrError
 from asrserve.events import Finished
 from asrserve.jobs.models import Job, JobError, Priority
 from asrserve.queue.base import Delivery
 from asrserve.settings import Settings
-from asrserve.transcriber import QuotaExceeded, Transcriber
+from asrserve.transcriber import Transcriber
 from asrserve.transcript import Transcript
 
 log = logging.getLogger(__name__)
@@ -272,10 +272,8 @@ class Consumer:
             return await self._transcriber.transcribe(
                 job, preprocess, functools.partial(self._submitted, job.id)
             )
-        except AudioError as exc:
-            error = JobError(status=exc.status, code=exc.code, message=exc.message)
-        except QuotaExceeded as exc:
-            error = JobError(status=429, code="quota_exceeded", message=str(exc))
+        except AsrError as exc:  # the audio, the owner's quota
+            error = JobError.of(exc)
         except RunTimeout as exc:
             log.error("job %s failed: %s", job.id, exc)
             error = JobError(status=500, code="run_timeout", message=str(exc))

@@ -7,16 +7,16 @@ import contextlib
 import logging
 import time
 from pathlib import Path
+from typing import Protocol
 
 from asrserve.admission import Admission
-from asrserve.api.errors import ApiError
-from asrserve.api.uploads import Upload
 from asrserve.audio.decode import probe
 from asrserve.audio.errors import AudioError
 from asrserve.auth import quota
 from asrserve.auth.keys import KeyStore
 from asrserve.auth.principal import OPEN, Principal
 from asrserve.backends import Backend
+from asrserve.errors import InvalidRequest
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
 from asrserve.jobs.store import JobStore
@@ -26,6 +26,21 @@ from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
 
 log = logging.getLogger(__name__)
+
+
+class ReceivedAudio(Protocol):
+    """An uploaded audio file as the HTTP edge stored it (None: no file part was sent)."""
+
+    @property
+    def path(self) -> Path | None: ...
+
+    @property
+    def filename(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def remove(self) -> None: ...
 
 
 class Service:
@@ -48,7 +63,7 @@ class Service:
     async def submit(
         self,
         job_id: str,
-        upload: Upload,
+        upload: ReceivedAudio,
         options: TranscriptionOptions,
         priority: Priority,
         callback_url: str | None = None,
@@ -58,15 +73,16 @@ class Service:
         """Validate the stored upload, admit it (queue limits, the caller's quota), then
         record and enqueue the job (durable on return)."""
         if upload.path is None:
-            raise ApiError(400, "a 'file' part with the audio is required", param="file")
+            raise InvalidRequest("a 'file' part with the audio is required", param="file")
         if upload.size == 0:
             upload.remove()
-            raise ApiError(400, "the uploaded file is empty", param="file", code="empty_file")
+            raise InvalidRequest("the uploaded file is empty", param="file", code="empty_file")
         try:
             duration = await self._admit(upload.path, priority, callback_url, principal)
         except AudioError as exc:
             upload.remove()
-            raise ApiError(exc.status, exc.message, param="file", code=exc.code) from exc
+            exc.param = "file"
+            raise
         except BaseException:
             upload.remove()
             raise
@@ -146,12 +162,13 @@ class Service:
 
 
 def check_callback(url: str, settings: Settings, param: str = "callback_url") -> None:
-    """400 for a callback URL the service may not call (see :mod:`asrserve.outbound`):
-    ``invalid_callback_url`` if malformed, ``callback_not_allowed`` if blocked."""
+    """:class:`InvalidRequest` for a callback URL the service may not call (see
+    :mod:`asrserve.outbound`): ``invalid_callback_url`` if malformed, ``callback_not_allowed``
+    if blocked."""
     try:
         check_url(url, settings.webhook_allow)
     except InvalidUrl as exc:
         message = f"{param} is not a usable URL: {exc}"
-        raise ApiError(400, message, param=param, code="invalid_callback_url") from None
+        raise InvalidRequest(message, param=param, code="invalid_callback_url") from None
     except BlockedUrl as exc:
-        raise ApiError(400, str(exc), param=param, code="callback_not_allowed") from None
+        raise InvalidRequest(str(exc), param=param, code="callback_not_allowed") from None

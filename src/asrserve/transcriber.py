@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Protocol, TypeVar
 
-from asrserve.api.errors import ApiError
-from asrserve.audio.chunk import restore
+from asrserve.audio.chunk import assemble
 from asrserve.audio.decode import decode
 from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio
 from asrserve.auth import quota
@@ -21,8 +20,8 @@ from asrserve.backends import Backend
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import SAMPLING_RATE, Engine, RawSegment
 from asrserve.jobs.models import Job
-from asrserve.settings import BatchPolicy, Settings
-from asrserve.transcript import Segment, Transcript
+from asrserve.settings import Settings
+from asrserve.transcript import Transcript
 
 T = TypeVar("T")
 # Windows of one job waiting or running at once, in batches (max_batch_size each): enough to
@@ -57,7 +56,7 @@ class Transcriber:
     ) -> Transcript:
         """The job's transcript; ``submitted`` is called once its first windows (or its
         whole file) are in the scheduler. Blocking steps run in ``preprocess``."""
-        if self._settings.batch_policy is BatchPolicy.NONE:
+        if self._scheduler.policy.whole_files:
             return await self._transcribe_whole(job, preprocess, submitted)
         settings = self._settings
         loop = asyncio.get_running_loop()
@@ -77,8 +76,13 @@ class Transcriber:
             per_chunk = await self._run_windows(job, decoded, preprocess, submitted)
         finally:
             decoded.close()
-        segments = restore(per_chunk, decoded.layout.speech, decoded.duration)
-        return self._transcript(job, decoded.duration, segments)
+        return assemble(
+            per_chunk,
+            decoded.layout.speech,
+            decoded.duration,
+            job.options,
+            multilingual=self._features.multilingual,
+        )
 
     async def _run_windows(
         self,
@@ -141,33 +145,21 @@ class Transcriber:
 
     async def _charge_decoded(self, job: Job, seconds: float) -> None:
         """The owner's daily quota was charged what the file's header said at intake; charge
-        what was decoded beyond that now, before any of it runs (429 if it does not fit)."""
+        what was decoded beyond that now, before any of it runs (:class:`QuotaExceeded` if it
+        does not fit)."""
         extra = seconds - job.admitted_s
         if extra <= 0 or job.owner is None:
             return
         key = await self._durably("read key", lambda: self._keys.get(job.owner or ""))
         if key is None:
             return
-        try:
-            await quota.charge(self._keys, Principal.of(key, self._settings), extra)
-        except ApiError as exc:
-            raise QuotaExceeded(exc.message) from None
+        await quota.charge(self._keys, Principal.of(key, self._settings), extra)
 
     def _deadline(self, job: Job) -> float | None:
         if job.deadline_at is None:
             return None
         # wall clock → the scheduler's monotonic clock
         return self._scheduler.clock.now() + (job.deadline_at - time.time())
-
-    def _transcript(self, job: Job, duration: float, segments: list[Segment]) -> Transcript:
-        language = job.options.language or ("en" if not self._features.multilingual else "")
-        return Transcript(
-            language=language, duration=round(duration, 3), segments=segments, task=job.options.task
-        )
-
-
-class QuotaExceeded(Exception):
-    """The decoded audio is longer than the owner's daily quota still allows."""
 
 
 def _raise_failed(futures: list[asyncio.Future[list[RawSegment]]]) -> None:

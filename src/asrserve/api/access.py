@@ -16,11 +16,12 @@ from collections.abc import Awaitable, Callable
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from asrserve.api.errors import broker_unavailable, error_body
+from asrserve.api.errors import broker_unavailable
 from asrserve.auth.keys import ApiKey, KeyStore, hash_secret
 from asrserve.auth.limits import RateLimiter
 from asrserve.auth.principal import OPEN, Principal
 from asrserve.distributed.connection import REDIS_ERRORS
+from asrserve.errors import error_body
 from asrserve.settings import Settings
 
 ADMIN_PATHS = frozenset({"/metrics", "/v1/scheduler", "/v1/dashboard/stats"})

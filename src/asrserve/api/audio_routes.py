@@ -11,13 +11,13 @@ from fastapi.responses import Response
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
-from asrserve.api.forms import Request as TranscriptionRequest
-from asrserve.api.forms import parse_request
+from asrserve.api.forms import parse_form
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.uploads import Upload, receive_upload
 from asrserve.auth.principal import Principal
 from asrserve.jobs.models import Priority
+from asrserve.requests import TranscriptionRequest
 
 router = APIRouter(prefix="/v1")
 
@@ -35,11 +35,7 @@ async def receive_transcription(
     assert ctx.model is not None
     job_id, dest = ctx.service.new_upload_path()
     upload = await receive_upload(request, dest, max_bytes, ctx.uploads)
-    try:
-        return job_id, upload, parse_request(upload.fields, ctx.model, callback=callback)
-    except ApiError:
-        upload.remove()
-        raise
+    return job_id, upload, parse_form(upload, ctx.model, callback=callback)
 
 
 @router.post("/audio/transcriptions", openapi_extra=transcription_form(sync=True))

@@ -11,9 +11,8 @@ from pydantic import BaseModel
 
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError, shown
+from asrserve.api.errors import ApiError
 from asrserve.api.file_routes import found as found_file
-from asrserve.api.forms import parse_callback
 from asrserve.api.schemas import page_body
 from asrserve.auth.principal import Principal
 from asrserve.batch_api.models import (
@@ -24,8 +23,10 @@ from asrserve.batch_api.models import (
     new_batch_id,
 )
 from asrserve.batch_api.requests import count_requests
+from asrserve.errors import shown
 from asrserve.files.models import FilePurpose
 from asrserve.jobs.models import Priority
+from asrserve.requests import parse_callback
 from asrserve.service import check_callback
 from asrserve.settings import Settings
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from fastapi import Request
 
-from asrserve.api.forms import ModelInfo
 from asrserve.api.uploads import UploadGate
 from asrserve.batch_api.store import BatchStore
+from asrserve.engine.base import ModelInfo
 from asrserve.files.store import FileStore
 from asrserve.metrics import Metrics
 from asrserve.service import Service
@@ -25,7 +25,8 @@ class ApiContext:
     uploads: UploadGate = field(default_factory=UploadGate)  # uploads being received
     model: ModelInfo | None = None  # set once the model is loaded
     scheduler_view: Callable[[], Awaitable[dict[str, Any]]] = field(default=lambda: _empty())
-    broker_ping: Callable[[], Awaitable[object]] | None = None  # distributed: Redis up?
+    # raises when the broker is unreachable (embedded: never)
+    broker_ping: Callable[[], Awaitable[object]] = field(default=lambda: _empty())
 
     @property
     def ready(self) -> bool:

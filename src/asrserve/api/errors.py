@@ -1,4 +1,11 @@
-"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``."""
+"""Errors as HTTP responses in OpenAI's shape: ``{"error": {"message", "type", "param",
+"code"}}``.
+
+The core raises :class:`asrserve.errors.AsrError`; this module alone turns one into a
+response, with the status its kind answers with (:data:`asrserve.errors.STATUS_OF_KIND`) and
+``Retry-After`` where it says when to come back. :class:`ApiError` is for what the HTTP edge
+itself refuses (the model still loading, a missing form part, an unknown id).
+"""
 
 from __future__ import annotations
 
@@ -12,22 +19,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from asrserve.distributed.connection import REDIS_ERRORS, RETRY_AFTER_S
+from asrserve.errors import STATUS_OF_KIND, AsrError, RateLimited, error_body, shown
 
 log = logging.getLogger(__name__)
-
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    404: "not_found_error",
-    408: "timeout_error",
-    409: "conflict_error",
-    413: "invalid_request_error",
-    415: "invalid_request_error",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-    503: "service_unavailable_error",
-    504: "timeout_error",
-}
 
 
 class ApiError(Exception):
@@ -51,20 +45,12 @@ class ApiError(Exception):
         return error_body(self.status, self.message, param=self.param, code=self.code)
 
 
-SHOWN_CHARS = 64
-
-
-def shown(value: str, limit: int = SHOWN_CHARS) -> str:
-    """A client's value as an error message may echo it: at most ``limit`` characters
-    (then "…"), so that no error repeats unbounded input."""
-    return value if len(value) <= limit else f"{value[:limit]}…"
-
-
-def error_body(
-    status: int, message: str, *, param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
-    kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+def as_api_error(exc: AsrError) -> ApiError:
+    """The response a core error answers with."""
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
+    return ApiError(
+        STATUS_OF_KIND[exc.kind], exc.message, param=exc.param, code=exc.code, headers=headers
+    )
 
 
 def database_error(exc: sqlite3.OperationalError) -> ApiError:
@@ -125,7 +111,12 @@ def install_error_handlers(app: FastAPI) -> None:
         log.error("redis unreachable on %s %s: %s", request.method, request.url.path, exc)
         return await api_error(request, broker_unavailable())
 
+    async def asr_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, AsrError)
+        return await api_error(request, as_api_error(exc))
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(AsrError, asr_error)
     app.add_exception_handler(sqlite3.OperationalError, sqlite_error)
     for redis_error in REDIS_ERRORS:
         app.add_exception_handler(redis_error, broker_error)

@@ -9,10 +9,11 @@ from fastapi.responses import FileResponse
 
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError, shown
+from asrserve.api.errors import ApiError
 from asrserve.api.schemas import page_body
 from asrserve.api.uploads import receive_upload
 from asrserve.auth.principal import Principal
+from asrserve.errors import shown
 from asrserve.files.models import UPLOADABLE, FilePurpose, StoredFile, new_file_id
 
 router = APIRouter(prefix="/v1/files")

@@ -24,11 +24,10 @@ async def healthz() -> dict[str, str]:
 async def readyz(ctx: ApiContext = Depends(context)) -> dict[str, str]:  # noqa: B008
     if not ctx.ready:
         raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
-    if ctx.broker_ping is not None:
-        try:
-            await ctx.broker_ping()
-        except REDIS_ERRORS:
-            raise broker_unavailable() from None
+    try:
+        await ctx.broker_ping()
+    except REDIS_ERRORS:
+        raise broker_unavailable() from None
     return {"status": "ready"}
 
 

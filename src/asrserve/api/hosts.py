@@ -15,7 +15,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from asrserve.api.errors import error_body
+from asrserve.errors import error_body
 from asrserve.settings import LOOPBACK_HOSTS, Settings
 
 ANY_HOST = "*"

@@ -10,11 +10,12 @@ from fastapi.responses import JSONResponse, Response
 from asrserve.api.access import caller
 from asrserve.api.audio_routes import ready_model, receive_transcription
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError, shown
+from asrserve.api.errors import ApiError
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.schemas import job_view, page_body
 from asrserve.auth.principal import Principal
+from asrserve.errors import shown
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobStatus, Priority
 

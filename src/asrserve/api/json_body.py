@@ -16,7 +16,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from asrserve.api.errors import error_body
+from asrserve.errors import error_body
 
 SCOPE_KEY = "asrserve.body_limit"
 

@@ -11,7 +11,14 @@ from typing import Any
 import av
 import numpy as np
 
-from asrserve.audio.errors import AudioError, describe, empty_audio, too_long, undecodable
+from asrserve.audio.errors import (
+    AudioError,
+    UnsupportedAudio,
+    describe,
+    empty_audio,
+    too_long,
+    undecodable,
+)
 from asrserve.engine.base import SAMPLING_RATE
 
 # What FFmpeg and PyAV raise on bad input (PyAV's errors subclass these too).
@@ -62,16 +69,16 @@ def probe(path: Path, max_seconds: float) -> float | None:
 def _audio_stream(container: Any) -> Any:
     """The first audio stream, which decode reads; it must have a decoder."""
     if not container.streams.audio:
-        raise AudioError(415, "unsupported_audio", "the file has no audio stream")
+        raise UnsupportedAudio("the file has no audio stream")
     stream = container.streams.audio[0]
     if stream.codec_context is None:
-        raise AudioError(415, "unsupported_audio", "the audio codec is not supported")
+        raise UnsupportedAudio("the audio codec is not supported")
     return stream
 
 
 def _check_rate(rate: int) -> None:
     if not 0 < rate <= MAX_SAMPLE_RATE:
-        raise AudioError(415, "unsupported_audio", f"unsupported sample rate: {rate} Hz")
+        raise UnsupportedAudio(f"unsupported sample rate: {rate} Hz")
 
 
 def _stated_duration(container: Any, stream: Any) -> float | None:
@@ -115,7 +122,7 @@ def stream(path: Path, max_seconds: float, *, channel: int | None = None) -> Ite
     """The first audio stream as 16 kHz int16 blocks, a decoded frame at a time: memory
     stays bounded by one frame however long the file (or however low its sample rate).
 
-    Raises :class:`AudioError` (413 past ``max_seconds``, 415 undecodable) while reading.
+    Raises :class:`AudioError` (too long past ``max_seconds``, or undecodable) while reading.
     ``channel`` picks one channel of a multi-channel file instead of the mono mix.
     """
     layout = "mono" if channel is None else "stereo"

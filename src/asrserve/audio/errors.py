@@ -1,23 +1,48 @@
-"""Audio errors carry the HTTP status a caller should see."""
+"""What can be wrong with a job's audio: one core error class each, its kind saying how a
+caller is answered (see :mod:`asrserve.errors`)."""
 
 from __future__ import annotations
 
+from asrserve.errors import AsrError, ErrorKind
 
-class AudioError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+
+class AudioError(AsrError):
+    """The audio cannot be transcribed (as it is, or at all)."""
+
+    kind = ErrorKind.INVALID_REQUEST
+
+
+class UnsupportedAudio(AudioError):
+    """Not decodable: no audio stream, an unknown codec, a corrupt file."""
+
+    kind = ErrorKind.UNSUPPORTED
+    default_code = "unsupported_audio"
+
+
+class AudioTooLong(AudioError):
+    kind = ErrorKind.TOO_LARGE
+    default_code = "audio_too_long"
+
+
+class EmptyAudio(AudioError):
+    kind = ErrorKind.INVALID_REQUEST
+    default_code = "empty_audio"
+
+
+class AudioMissing(AudioError):
+    """The job's stored audio is gone (a Redis blob expired or was deleted)."""
+
+    kind = ErrorKind.GONE
+    default_code = "audio_missing"
 
 
 def undecodable(detail: str) -> AudioError:
-    return AudioError(415, "unsupported_audio", f"the file is not decodable audio: {detail}")
+    return UnsupportedAudio(f"the file is not decodable audio: {detail}")
 
 
 def too_long(seconds: float | None, limit: float) -> AudioError:
     length = "longer than" if seconds is None else f"{seconds:.0f} s long;"
-    return AudioError(413, "audio_too_long", f"audio is {length} the limit of {limit:.0f} s")
+    return AudioTooLong(f"audio is {length} the limit of {limit:.0f} s")
 
 
 def describe(exc: Exception) -> str:
@@ -26,4 +51,4 @@ def describe(exc: Exception) -> str:
 
 
 def empty_audio() -> AudioError:
-    return AudioError(400, "empty_audio", "the file contains no audio samples")
+    return EmptyAudio("the file contains no audio samples")

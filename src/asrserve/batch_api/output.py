@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from asrserve.api.errors import error_body
 from asrserve.batch_api.models import BatchItem
+from asrserve.errors import error_body
 from asrserve.formats import render
 from asrserve.jobs.models import Job, JobError, JobStatus
 

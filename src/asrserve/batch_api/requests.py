@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from asrserve.api.errors import ApiError, shown
-from asrserve.api.forms import ModelInfo, parse_request
-from asrserve.api.forms import Request as TranscriptionRequest
 from asrserve.batch_api.models import ENDPOINT, BatchErrorLine
+from asrserve.engine.base import ModelInfo
+from asrserve.errors import InvalidRequest, shown
+from asrserve.requests import TranscriptionRequest, parse_request
 
 MAX_ERRORS = 100
 MAX_CUSTOM_ID = 512
@@ -146,7 +146,7 @@ def _parse_line(raw: Line, model: ModelInfo, max_line_bytes: int) -> RequestLine
     assert isinstance(body, dict)
     try:
         request = parse_request(_fields(body), model)
-    except ApiError as exc:
+    except InvalidRequest as exc:
         param = f"body.{exc.param}" if exc.param else "body"
         raise fail(exc.code or "invalid_body", exc.message, param) from None
     return RequestLine(line, custom_id, file_id, request)

@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from asrserve.api.errors import ApiError
-from asrserve.api.forms import ModelInfo
 from asrserve.audio.decode import probe
 from asrserve.audio.errors import AudioError
 from asrserve.auth import quota
@@ -28,6 +26,8 @@ from asrserve.batch_api.models import item_job_id as job_id_for
 from asrserve.batch_api.output import split_lines, write_lines
 from asrserve.batch_api.requests import InvalidInput, RequestLine, parse_input
 from asrserve.batch_api.store import BatchStore
+from asrserve.engine.base import ModelInfo
+from asrserve.errors import AsrError, NotFound, QuotaExceeded
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
 from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus
@@ -105,7 +105,7 @@ class BatchRunner:
         seconds = sum(job.admitted_s for job in jobs)
         try:
             await self._charge(batch, seconds)
-        except ApiError as exc:
+        except QuotaExceeded as exc:
             error = BatchErrorLine(code=exc.code or "quota_exceeded", message=exc.message)
             return await self._set(batch.id, BatchStatus.FAILED, "failed_at", errors=[error])
         await self._batches.add_items(items)
@@ -131,7 +131,8 @@ class BatchRunner:
         )
 
     async def _charge(self, batch: Batch, seconds: float) -> None:
-        """The batch's audio against its owner's daily quota (429 ApiError if it does not fit)."""
+        """The batch's audio against its owner's daily quota (:class:`QuotaExceeded` if it
+        does not fit)."""
         key = await self._service.keys.get(batch.owner) if batch.owner else None
         if key is not None:
             await quota.charge(self._service.keys, Principal.of(key, self._settings), seconds)
@@ -167,7 +168,7 @@ class BatchRunner:
         records: Mapping[str, StoredFile | None],
     ) -> tuple[list[BatchItem], list[Job]]:
         """Items and jobs for the requests (blocking: probes each audio file once)."""
-        durations: dict[str, float | AudioError | None] = {}
+        durations: dict[str, float | AsrError | None] = {}
         items: list[BatchItem] = []
         jobs: list[Job] = []
         for request in requests:
@@ -188,11 +189,8 @@ class BatchRunner:
             if record.id not in durations:
                 durations[record.id] = self._probe(path)
             duration = durations[record.id]
-            if isinstance(duration, AudioError):
-                error = JobError(
-                    status=duration.status, code=duration.code, message=duration.message
-                )
-                items.append(item.model_copy(update={"error": error}))
+            if isinstance(duration, AsrError):
+                items.append(item.model_copy(update={"error": JobError.of(duration)}))
                 continue
             job = Job(
                 id=job_id_for(batch.id, request.line),
@@ -211,13 +209,13 @@ class BatchRunner:
             items.append(item.model_copy(update={"job_id": job.id}))
         return items, jobs
 
-    def _probe(self, path: Path) -> float | AudioError | None:
+    def _probe(self, path: Path) -> float | AsrError | None:
         try:
             return probe(path, self._settings.max_audio_seconds)
         except AudioError as exc:
             return exc
         except OSError:
-            return AudioError(404, "file_not_found", "the audio file is no longer stored")
+            return NotFound("the audio file is no longer stored", code="file_not_found")
 
     # --- ending -------------------------------------------------------------------------
     async def _cancel_jobs(self, batch_id: str) -> None:

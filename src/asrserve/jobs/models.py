@@ -8,6 +8,7 @@ from enum import IntEnum, StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from asrserve.errors import STATUS_OF_KIND, AsrError
 from asrserve.transcript import Transcript
 
 
@@ -58,6 +59,11 @@ class JobError(BaseModel):
     status: int
     code: str
     message: str
+
+    @classmethod
+    def of(cls, exc: AsrError) -> JobError:
+        """The job's failure as the core error that caused it: its kind's status."""
+        return cls(status=STATUS_OF_KIND[exc.kind], code=exc.code or exc.kind, message=exc.message)
 
 
 class Job(BaseModel):

@@ -1,5 +1,5 @@
 """The live dashboard at ``/``: static page plus one JSON endpoint it polls."""
 
-from asrserve.dashboard.routes import router
+from asrserve.api.dashboard.routes import router
 
 __all__ = ["router"]

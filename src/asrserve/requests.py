@@ -1,0 +1,169 @@
+"""A transcription request's options, validated: from field values (a multipart form's
+fields, a Batch API line's body) to :class:`TranscriptionRequest`, or :class:`InvalidRequest`
+naming the field at fault."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from asrserve import outbound
+from asrserve.engine.base import ModelInfo
+from asrserve.errors import InvalidRequest
+from asrserve.formats import ResponseFormat
+from asrserve.jobs.models import TranscriptionOptions
+
+OPENAI_ALIAS = "whisper-1"
+GRANULARITIES = {"word", "segment"}
+MAX_PROMPT_CHARS = 1000
+"""Whisper conditions on at most 223 prompt tokens (half its 448-token context, less one),
+the last ones of a longer prompt; English prose averages about 3.7 characters a token with
+Whisper's tokenizer (names and jargon fewer), so 223 tokens are about 830 characters. A longer
+prompt only costs time: it is tokenized whole (a 64 KiB one made a 3 s clip take 7.8 s)."""
+
+
+@dataclass(frozen=True)
+class TranscriptionRequest:
+    options: TranscriptionOptions
+    response_format: ResponseFormat
+    words: bool  # word timestamps were asked for
+    deadline_s: float | None  # drop the work if no device has started it by then
+    callback_url: str | None = None
+
+
+Fields = Mapping[str, Sequence[str]]
+
+
+class _Fields:
+    def __init__(self, fields: Fields) -> None:
+        self.fields = fields
+
+    def get(self, name: str) -> str | None:
+        values = self.fields.get(name)
+        return values[-1] if values else None
+
+
+def parse_request(
+    fields: Fields, model: ModelInfo, *, callback: bool = False
+) -> TranscriptionRequest:
+    """Validate transcription options given as fields (each name → its values, as text)."""
+    given = _Fields(fields)
+    _check_model(given.get("model"), model)
+    fmt = _response_format(given.get("response_format"))
+    granularities = _granularities(given)
+    words = "word" in granularities
+    if words and fmt is not ResponseFormat.VERBOSE_JSON:
+        raise InvalidRequest(
+            "timestamp_granularities requires response_format=verbose_json",
+            param="timestamp_granularities[]",
+        )
+    options = TranscriptionOptions(
+        language=_language(given.get("language"), model),
+        prompt=_prompt(given.get("prompt")),
+        temperature=_number(given.get("temperature"), "temperature", 0.0, 1.0, 0.0),
+        word_timestamps=words,
+        beam_size=_integer(given.get("beam_size"), "beam_size", 1, 20, model.default_beam_size),
+    )
+    deadline = given.get("deadline_s")
+    deadline_s = None if not deadline else _number(deadline, "deadline_s", 0.001, 7 * 86400, 0)
+    callback_url = parse_callback(given.get("callback_url")) if callback else None
+    return TranscriptionRequest(
+        options=options,
+        response_format=fmt,
+        words=words,
+        deadline_s=deadline_s,
+        callback_url=callback_url,
+    )
+
+
+def parse_callback(value: str | None, param: str = "callback_url") -> str | None:
+    """A well-formed callback URL (see :func:`asrserve.outbound.parse`), or None if not given;
+    :class:`InvalidRequest` ``invalid_callback_url`` naming ``param`` otherwise."""
+    if not value:
+        return None
+    try:
+        outbound.parse(value)
+    except outbound.InvalidUrl as exc:
+        message = f"{param} is not a usable URL: {exc}"
+        raise InvalidRequest(message, param=param, code="invalid_callback_url") from None
+    return value
+
+
+def _prompt(value: str | None) -> str | None:
+    if value and len(value) > MAX_PROMPT_CHARS:
+        message = (
+            f"prompt is at most {MAX_PROMPT_CHARS} characters (Whisper uses only the last 223"
+            " tokens of a prompt, about 800 characters)"
+        )
+        raise InvalidRequest(message, param="prompt", code="prompt_too_long")
+    return value or None
+
+
+def _check_model(value: str | None, model: ModelInfo) -> None:
+    if value and value not in (model.id, OPENAI_ALIAS):
+        raise InvalidRequest(
+            f"model '{value}' is not served here; use '{model.id}' or '{OPENAI_ALIAS}'",
+            param="model",
+            code="model_not_found",
+        )
+
+
+def _response_format(value: str | None) -> ResponseFormat:
+    try:
+        return ResponseFormat(value or "json")
+    except ValueError:
+        allowed = ", ".join(f.value for f in ResponseFormat)
+        raise InvalidRequest(
+            f"response_format must be one of {allowed}", param="response_format"
+        ) from None
+
+
+def _granularities(given: _Fields) -> set[str]:
+    values = set(given.fields.get("timestamp_granularities[]", []))
+    values |= set(given.fields.get("timestamp_granularities", []))
+    unknown = values - GRANULARITIES
+    if unknown:
+        raise InvalidRequest(
+            f"unknown timestamp granularity: {', '.join(sorted(unknown))}",
+            param="timestamp_granularities[]",
+        )
+    return values
+
+
+def _language(value: str | None, model: ModelInfo) -> str | None:
+    if not value:
+        return None
+    from faster_whisper.tokenizer import _LANGUAGE_CODES  # Whisper's languages (pinned)
+
+    code = value.strip().lower()
+    if code not in _LANGUAGE_CODES:
+        raise InvalidRequest(
+            f"unknown language {value[:20]!r}: use an ISO-639-1 code such as 'en'",
+            param="language",
+        )
+    if not model.multilingual and code != "en":
+        raise InvalidRequest(
+            f"model '{model.id}' transcribes English only",
+            param="language",
+            code="unsupported_language",
+        )
+    return code
+
+
+def _number(value: str | None, name: str, low: float, high: float, default: float) -> float:
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise InvalidRequest(f"{name} must be a number", param=name) from None
+    if not low <= number <= high:
+        raise InvalidRequest(f"{name} must be between {low:g} and {high:g}", param=name)
+    return number
+
+
+def _integer(value: str | None, name: str, low: int, high: int, default: int) -> int:
+    number = _number(value, name, low, high, default)
+    if not float(number).is_integer():
+        raise InvalidRequest(f"{name} must be a whole number", param=name)
+    return int(number)
