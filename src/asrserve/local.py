@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from asrserve.audio.chunk import restore
+from asrserve.audio.chunk import assemble
 from asrserve.audio.features import PreparedAudio, prepare
 from asrserve.engine.base import Engine, RawSegment
 from asrserve.jobs.models import TranscriptionOptions
@@ -19,13 +19,12 @@ def transcribe_prepared(
         per_chunk.extend(
             engine.transcribe_batch(prepared.chunks[start : start + batch_size], options)
         )
-    segments = restore(per_chunk, prepared.layout.speech, prepared.duration)
-    language = options.language or ("en" if not engine.multilingual else "")
-    return Transcript(
-        language=language,
-        duration=round(prepared.duration, 3),
-        segments=segments,
-        task=options.task,
+    return assemble(
+        per_chunk,
+        prepared.layout.speech,
+        prepared.duration,
+        options,
+        multilingual=engine.multilingual,
     )
 
 

@@ -14,15 +14,16 @@ import signal
 from prometheus_client import start_http_server
 
 from asrserve.backends import open_backend
+from asrserve.engine import loading
 from asrserve.metrics import Metrics
-from asrserve.runtime import EngineFactory, load_engines, start_inference
+from asrserve.runtime import EngineFactory, start_inference
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
 
 log = logging.getLogger(__name__)
 
 
-async def run_worker(settings: Settings, engine_factory: EngineFactory = load_engines) -> None:
+async def run_worker(settings: Settings, engine_factory: EngineFactory = loading.load) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

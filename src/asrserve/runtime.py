@@ -13,23 +13,16 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from asrserve.api.forms import ModelInfo
 from asrserve.backends import Backend
 from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
+from asrserve.cluster.base import WorkerRegistry
 from asrserve.consumer import Consumer, Lane
 from asrserve.distributed.connection import REDIS_ERRORS
-from asrserve.distributed.registry import WorkerRegistry
-from asrserve.engine.base import Engine
-from asrserve.engine.whisper import (
-    EngineConfig,
-    FasterWhisperEngine,
-    bundled_model_path,
-    check_model_dir,
-)
+from asrserve.engine.base import Engine, ModelInfo
+from asrserve.engine.loading import resolve_device
 from asrserve.jobs.models import Job, Priority
 from asrserve.metrics import Metrics
 from asrserve.settings import Settings
@@ -39,56 +32,6 @@ log = logging.getLogger(__name__)
 
 EngineFactory = Callable[[Settings], Sequence[Engine]]
 TRIM_PERIOD_S = 3600.0
-MULTILINGUAL_VOCABULARY = 51865  # Whisper's English-only models have one token less
-
-
-def model_path(settings: Settings) -> Path:
-    return check_model_dir(settings.model or bundled_model_path())
-
-
-def model_id(settings: Settings) -> str:
-    return settings.model_id or ("tiny.en" if settings.model is None else model_path(settings).name)
-
-
-def read_model_info(settings: Settings) -> ModelInfo:
-    """What the API validates requests against, read from the model directory without
-    loading the model (an API node that runs no inference)."""
-    path = model_path(settings)
-    vocabulary = path / "vocabulary.txt"
-    if vocabulary.is_file():
-        with vocabulary.open("rb") as handle:
-            size = sum(1 for _ in handle)
-    else:
-        import json
-
-        size = len(json.loads((path / "vocabulary.json").read_text(encoding="utf-8")))
-    return ModelInfo(model_id(settings), size >= MULTILINGUAL_VOCABULARY, settings.beam_size)
-
-
-def resolve_device(settings: Settings) -> str:
-    if settings.device != "auto":
-        return settings.device
-    import ctranslate2
-
-    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-
-
-def load_engines(settings: Settings) -> list[Engine]:
-    """One replica per CUDA device index, or ``cpu_replicas`` replicas sharing the cores."""
-    path = model_path(settings)
-    device = resolve_device(settings)
-    compute = settings.compute_type
-    if compute == "default":
-        compute = "float16" if device == "cuda" else "int8"
-    if device == "cuda":
-        slots = [(index, 0) for index in settings.device_index]
-    else:
-        threads = settings.cpu_threads or max(1, (os.cpu_count() or 1) // settings.cpu_replicas)
-        slots = [(0, threads)] * settings.cpu_replicas
-    return [
-        FasterWhisperEngine(EngineConfig(path, model_id(settings), device, index, compute, threads))
-        for index, threads in slots
-    ]
 
 
 @dataclass
@@ -105,7 +48,7 @@ class Inference:
     def view(self) -> dict[str, Any]:
         settings, scheduler = self.settings, self.scheduler
         return {
-            "policy": settings.batch_policy.value,
+            "policy": scheduler.policy.name,
             "max_batch_size": settings.max_batch_size,
             "max_wait_ms": settings.max_wait_ms,
             "devices": [d.name for d in scheduler.devices],
@@ -168,14 +111,14 @@ async def start_inference(
         "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
         "consumer": asyncio.create_task(consumer.run(), name="consumer"),
         "heartbeat": asyncio.create_task(consumer.heartbeat(), name="heartbeat"),
+        "report": asyncio.create_task(
+            _report(settings, backend.registry, backend.node, inference), name="report"
+        ),
     }
-    if backend.registry is not None:
-        report = _report(settings, backend.registry, backend.node, inference)
-        inference.tasks["report"] = asyncio.create_task(report, name="report")
     log.info(
         "inference ready: %d device(s), policy %s, %d claimed job(s) to recover",
         len(engines),
-        settings.batch_policy.value,
+        settings.batch_policy,
         recovered,
     )
     return inference

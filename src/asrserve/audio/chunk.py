@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, RawSegment
-from asrserve.transcript import Segment, Word
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.transcript import Segment, Transcript, Word
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,26 @@ def _pack(speech: list[dict[str, int]]) -> list[Span]:
         length += size
     close()
     return spans
+
+
+def assemble(
+    per_chunk: Iterable[list[RawSegment]],
+    speech: list[dict[str, int]],
+    duration: float,
+    options: TranscriptionOptions,
+    *,
+    multilingual: bool,
+) -> Transcript:
+    """A file's transcript from its windows' decoded segments, in window order: the one
+    place the served path (``Transcriber``) and the local one (``asrserve transcribe``)
+    put a transcript together, so they cannot disagree on times or the default language."""
+    language = options.language or ("" if multilingual else "en")
+    return Transcript(
+        language=language,
+        duration=round(duration, 3),
+        segments=restore(per_chunk, speech, duration),
+        task=options.task,
+    )
 
 
 def restore(

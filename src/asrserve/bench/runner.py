@@ -140,11 +140,11 @@ def _wer(result: LoadResult) -> float | None:
 
 def offline_limit(files: list[AudioFile], settings: Settings, beam_size: int) -> dict[str, Any]:
     """The engine alone: features precomputed, batched encode + generate, no server."""
-    from asrserve.app import load_engines
     from asrserve.audio.features import prepare
+    from asrserve.engine import loading
     from asrserve.jobs.models import TranscriptionOptions
 
-    engines = load_engines(settings)
+    engines = loading.load(settings)
     options = TranscriptionOptions(beam_size=beam_size)
     start = time.perf_counter()
     prepared = [

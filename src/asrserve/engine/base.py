@@ -21,6 +21,15 @@ class ModelNotFoundError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class ModelInfo:
+    """What requests are validated against: known before (or without) loading the model."""
+
+    id: str
+    multilingual: bool
+    default_beam_size: int
+
+
+@dataclass(frozen=True)
 class ChunkInput:
     """One ≤30 s window of one job: log-mel features plus where it sits in the job's timeline."""
 
