@@ -21,6 +21,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from asrserve.batcher.policies import policy_class
+
 MIB = 1024 * 1024
 ENV_PREFIX = "ASRSERVE_"
 
@@ -43,12 +45,6 @@ def warn_renamed(old: str, new: str) -> None:
         FutureWarning,
         stacklevel=3,
     )
-
-
-class BatchPolicy(StrEnum):
-    GREEDY = "greedy"
-    WINDOW = "window"
-    NONE = "none"
 
 
 class EncoderWindow(StrEnum):
@@ -158,7 +154,9 @@ class Settings(BaseSettings):
     )
 
     # Scheduler
-    batch_policy: BatchPolicy = BatchPolicy.GREEDY
+    batch_policy: str = Field(
+        "greedy", description="A registered batching policy: greedy, window or none."
+    )
     max_batch_size: int = Field(16, ge=1, le=256)
     max_wait_ms: float = Field(20.0, ge=0)
     max_queue_age_s: float = Field(
@@ -313,6 +311,12 @@ class Settings(BaseSettings):
         if not value or any(not 1.0 <= w <= 30.0 for w in value):
             raise ValueError("encoder windows must be between 1 and 30 s")
         return tuple(sorted(set(value)))
+
+    @field_validator("batch_policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        policy_class(value)  # ValueError naming the registered policies
+        return value
 
     @property
     def windows(self) -> tuple[float, ...]:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asrserve.batcher.policies import Selection, select_batch
+import pytest
+from pydantic import ValidationError
+
+from asrserve.batcher.policies import POLICIES, PolicyConfig, Selection, get_policy, select_batch
+from asrserve.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -90,3 +94,25 @@ def test_offline_work_does_not_ride_in_an_online_batch() -> None:
     assert select_batch([online, *offline], 0.0, rule) == [online]
     assert select_batch(offline, 0.0, rule) == offline
     assert select_batch([online, *offline], 0.0, Selection(8, 30.0)) == [online, *offline]
+
+
+# --- the registry -------------------------------------------------------------------------
+
+
+def test_an_unknown_policy_is_a_validation_error_naming_the_known_ones() -> None:
+    with pytest.raises(ValidationError, match="unknown batch policy 'fifo': use one of greedy"):
+        Settings(batch_policy="fifo")
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_registered_policy_round_trips_through_the_environment(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv("ASRSERVE_BATCH_POLICY", name)
+    assert get_policy(Settings().batch_policy, PolicyConfig()).name == name
+
+
+def test_none_takes_one_whole_file_at_a_time() -> None:
+    items = [Item(f"j{n}", n) for n in range(3)]
+    policy = get_policy("none", PolicyConfig(max_batch_size=8))
+    assert (policy.whole_files, policy.select(items, 0.0)) == (True, items[:1])

@@ -21,8 +21,7 @@ from asrserve.batcher.scheduler import (
 from asrserve.batcher.stats import BatchRecord
 from asrserve.engine.base import ChunkInput, RawSegment
 from asrserve.jobs.models import Priority, TranscriptionOptions
-from asrserve.settings import BatchPolicy
-from tests.fakes import FakeEngine, chunk
+from tests.support.fakes import FakeEngine, chunk
 
 OPTS = TranscriptionOptions()
 
@@ -66,7 +65,7 @@ def test_greedy_runs_a_lone_chunk_at_once() -> None:
         result = await future  # the clock never moves: no window is paid
         assert result[0].text == " 5.0"
 
-    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8, max_wait=1.0), body)
+    engine = run(SchedulerConfig("greedy", max_batch_size=8, max_wait=1.0), body)
     assert engine.batches == [[5.0]]
 
 
@@ -80,7 +79,7 @@ def test_greedy_grows_the_batch_while_the_device_is_busy() -> None:
         engine.gate.set()
         await asyncio.gather(*first, *later)
 
-    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    engine = run(SchedulerConfig("greedy", max_batch_size=8), body)
     assert engine.batches == [[1.0], [2.0, 3.0, 4.0]]
 
 
@@ -94,7 +93,7 @@ def test_window_waits_for_the_window_then_dispatches() -> None:
         clock.advance(0.05)
         await asyncio.gather(*futures)
 
-    engine = run(SchedulerConfig(BatchPolicy.WINDOW, max_batch_size=8, max_wait=0.05), body)
+    engine = run(SchedulerConfig("window", max_batch_size=8, max_wait=0.05), body)
     assert engine.batches == [[1.0, 2.0]]
 
 
@@ -103,7 +102,7 @@ def test_window_dispatches_a_full_batch_early() -> None:
         futures = s.submit_chunks("a", 1, OPTS, [chunk(float(n)) for n in range(1, 4)])
         await asyncio.gather(*futures)  # the clock never moves
 
-    engine = run(SchedulerConfig(BatchPolicy.WINDOW, max_batch_size=3, max_wait=10.0), body)
+    engine = run(SchedulerConfig("window", max_batch_size=3, max_wait=10.0), body)
     assert engine.batches == [[1.0, 2.0, 3.0]]
 
 
@@ -114,7 +113,7 @@ def test_none_runs_whole_files_one_at_a_time() -> None:
         results = await asyncio.gather(*futures)
         assert [r.duration for r in results] == [1.0, 1.0, 1.0]
 
-    engine = run(SchedulerConfig(BatchPolicy.NONE, max_batch_size=8), body)
+    engine = run(SchedulerConfig("none", max_batch_size=8), body)
     assert engine.wholes == 3 and engine.batches == []
 
 
@@ -131,7 +130,7 @@ def test_interactive_jumps_queued_async_work() -> None:
         engine.gate.set()
         await asyncio.gather(*blocker, *background, *urgent)
 
-    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=1), body)
+    engine = run(SchedulerConfig("greedy", max_batch_size=1), body)
     assert engine.batches[1] == [1.0]
 
 
@@ -147,7 +146,7 @@ def test_different_options_never_share_a_batch() -> None:
         engine.gate.set()
         await asyncio.gather(*blocker, *a, *b)
 
-    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    engine = run(SchedulerConfig("greedy", max_batch_size=8), body)
     assert engine.batches == [[9.0], [1.0], [2.0]]
 
 
@@ -167,7 +166,7 @@ def test_cancelled_and_expired_chunks_never_run() -> None:
             await expiring
         assert s.stats.dropped == 2
 
-    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    engine = run(SchedulerConfig("greedy", max_batch_size=8), body)
     assert engine.batches == [[9.0], [3.0]]
 
 
@@ -184,7 +183,7 @@ def test_a_poison_chunk_fails_alone() -> None:
         with pytest.raises(RuntimeError, match="poison"):
             await bad
 
-    run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body, FakeEngine(fail_on=6.66))
+    run(SchedulerConfig("greedy", max_batch_size=8), body, FakeEngine(fail_on=6.66))
 
 
 def test_stats_count_batches_and_queue() -> None:
@@ -194,7 +193,7 @@ def test_stats_count_batches_and_queue() -> None:
         assert snap["items"] == 2 and snap["audio_seconds"] == 3.0
         assert snap["queued_items"] == {"1": 0}
 
-    run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    run(SchedulerConfig("greedy", max_batch_size=8), body)
 
 
 def test_length_buckets_batch_apart_and_count_their_padding() -> None:
@@ -215,13 +214,13 @@ def test_length_buckets_batch_apart_and_count_their_padding() -> None:
         # Each batch is padded to its own bucket: 5 s (500 frames) or 10 s (1000 frames).
         assert (s.stats.total_frames, s.stats.padded_frames) == (2500, 100 + 500 + 200)
 
-    engine = run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8), body)
+    engine = run(SchedulerConfig("greedy", max_batch_size=8), body)
     assert engine.batches == [[4.0], [3.0, 2.0], [8.0]]
 
 
 def test_offline_work_waits_for_online_quiet_and_yields_to_online_arrivals() -> None:
     config = SchedulerConfig(
-        BatchPolicy.GREEDY, max_batch_size=8, offline_priority=Priority.OFFLINE, offline_holdoff=0.2
+        "greedy", max_batch_size=8, offline_priority=Priority.OFFLINE, offline_holdoff=0.2
     )
 
     async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
@@ -306,7 +305,7 @@ def test_a_hung_batch_fails_its_chunks_and_the_device_goes_on() -> None:
         assert not engine.release.is_set()  # it ran while the hung call is still stuck
         engine.release.set()
 
-    run(SchedulerConfig(BatchPolicy.GREEDY, max_batch_size=8, run_timeout_floor=60), body, engine)
+    run(SchedulerConfig("greedy", max_batch_size=8, run_timeout_floor=60), body, engine)
 
 
 def test_the_run_timeout_follows_the_measured_speed() -> None:

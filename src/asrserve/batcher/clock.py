@@ -53,6 +53,15 @@ class ManualClock:
                 waiter.cancel()
 
     def advance(self, seconds: float) -> None:
-        self._now += seconds
+        self.advance_to(self._now + seconds)
+
+    def advance_to(self, when: float) -> None:
+        """Move to ``when`` exactly (a test replaying a timeline must not drift by
+        rounding ``now + (when - now)``), firing every timer due by then."""
+        self._now = max(self._now, when)
         while self._timers and self._timers[0][0] <= self._now:
             heapq.heappop(self._timers)[2].set()
+
+    def next_timer(self) -> float | None:
+        """The earliest deadline a waiter set (it may have returned on its event since)."""
+        return self._timers[0][0] if self._timers else None

@@ -1,10 +1,8 @@
 """The dynamic batcher: chunks from any job, stacked into one forward pass per device.
 
 One device loop per model replica. A loop asks for its next batch only when its device is
-idle, so under ``greedy`` a lone chunk on an idle service runs at once, while every device
-is busy the pending set keeps growing into the next batch. ``window`` waits up to
-``max_wait`` after the head's arrival for a full batch. ``none`` runs whole files one at a
-time through the engine's plain path: the naive baseline.
+idle; the policy (``policies/``: greedy, window, none) says when a batch is ready and which
+pending items form it, and holds offline work off while online work is recent.
 
 Inference runs in each device's own single thread, off the event loop; the event loop only
 moves futures.
@@ -13,7 +11,6 @@ moves futures.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import logging
 import math
@@ -25,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from asrserve.batcher.clock import Clock, MonotonicClock
-from asrserve.batcher.policies import Selection, select_batch
+from asrserve.batcher.policies import PolicyConfig, get_policy
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
 from asrserve.engine.base import (
     CHUNK_SECONDS,
@@ -36,7 +33,6 @@ from asrserve.engine.base import (
     RawSegment,
 )
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.settings import BatchPolicy
 
 log = logging.getLogger(__name__)
 
@@ -54,20 +50,27 @@ class RunTimeout(Exception):
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    policy: BatchPolicy = BatchPolicy.GREEDY
+    policy: str = "greedy"  # a name registered in ``policies.POLICIES``
     max_batch_size: int = 16
     max_wait: float = 0.02  # seconds; the ``window`` policy's wait after the head arrives
     max_age: float = 30.0  # seconds before a chunk jumps every priority and length rule
-    # Offline work: priority classes from ``offline_priority`` on never age ahead of online
-    # work, and a device that ran online work waits ``offline_holdoff`` s of online quiet
-    # before it starts an offline-only batch (anticipation: the next online request of a
-    # busy client is usually already on its way, and would otherwise wait out that batch).
+    # Offline work (see ``PolicyConfig``): classes from ``offline_priority`` on never age
+    # ahead of online work and wait ``offline_holdoff`` s of online quiet.
     offline_priority: int | None = None
     offline_holdoff: float = 0.0
     # A batch that runs longer than ``run_timeout_factor`` times what the device's measured
     # speed predicts for its audio, and at least ``run_timeout_floor`` s, is a hang.
     run_timeout_floor: float = 300.0
     run_timeout_factor: float = 10.0
+
+    def policy_config(self) -> PolicyConfig:
+        return PolicyConfig(
+            max_batch_size=self.max_batch_size,
+            max_wait=self.max_wait,
+            max_age=self.max_age,
+            offline_from=self.offline_priority,
+            offline_holdoff=self.offline_holdoff,
+        )
 
 
 @dataclass(eq=False)
@@ -147,7 +150,7 @@ class Scheduler:
         self._taken_listeners: list[Callable[[], None]] = []
         self._seq = itertools.count()
         self._batch_ids = itertools.count(1)
-        self._selection = Selection(config.max_batch_size, config.max_age, config.offline_priority)
+        self.policy = get_policy(config.policy, config.policy_config())
         self._online_seen = -math.inf  # when online work last arrived or last ran
 
     # --- producers ------------------------------------------------------------------
@@ -194,7 +197,7 @@ class Scheduler:
             deadline=deadline,
         )
         self._pending.append(item)
-        if self._online(item):
+        if self.policy.is_online(item):
             self._online_seen = item.enqueued_at
         self.stats.queued(item.priority, item.duration, +1)
         self._arrival.set()
@@ -224,13 +227,9 @@ class Scheduler:
             if not self._pending:
                 await self._arrival.wait()
                 continue
-            if self.config.policy is BatchPolicy.WINDOW and not await self._window_ready():
-                continue
-            limit = 1 if self.config.policy is BatchPolicy.NONE else None
-            batch = select_batch(self._pending, self.clock.now(), self._rule(limit))
-            hold_until = self._hold_offline_until(batch[0])
-            if self.clock.now() < hold_until:
-                await self.clock.wait(self._arrival, hold_until)
+            batch = self.policy.dispatch(self._pending, self.clock.now(), self._online_seen)
+            if not isinstance(batch, list):  # not yet: look again then, or on an arrival
+                await self.clock.wait(self._arrival, batch)
                 continue
             taken = set(map(id, batch))
             self._pending = [item for item in self._pending if id(item) not in taken]
@@ -247,34 +246,6 @@ class Scheduler:
     def _signal_taken(self) -> None:
         for listener in self._taken_listeners:
             listener()
-
-    def _hold_offline_until(self, head: WorkItem) -> float:
-        """When an offline batch headed by ``head`` may start: after ``offline_holdoff`` s of
-        online quiet, but never later than ``max_age`` after ``head`` arrived (a steady
-        online client slows offline work down; it cannot stop it)."""
-        if self._online(head):
-            return -math.inf
-        quiet = self._online_seen + self.config.offline_holdoff
-        return min(quiet, head.enqueued_at + self.config.max_age)
-
-    def _online(self, item: WorkItem) -> bool:
-        offline = self.config.offline_priority
-        return offline is None or item.priority < offline
-
-    def _rule(self, limit: int | None) -> Selection:
-        if limit is None:
-            return self._selection
-        return dataclasses.replace(self._selection, max_batch_size=limit)
-
-    async def _window_ready(self) -> bool:
-        """True once the head's window has elapsed or a full batch waits; else wait a bit."""
-        head = min(self._pending, key=lambda item: item.seq)
-        same = sum(1 for item in self._pending if item.key == head.key)
-        deadline = head.enqueued_at + self.config.max_wait
-        if same >= self.config.max_batch_size or self.clock.now() >= deadline:
-            return True
-        await self.clock.wait(self._arrival, deadline)
-        return False
 
     def _drop_dead(self) -> None:
         """Drop chunks whose caller gave up (cancelled) or whose deadline has passed."""
@@ -310,7 +281,7 @@ class Scheduler:
             log.exception("batch of %d failed on %s", len(batch), device.name)
             outputs = [exc] * len(batch)
         finished = self.clock.now()
-        if any(self._online(item) for item in batch):
+        if any(self.policy.is_online(item) for item in batch):
             self._online_seen = finished
         # Items are stacked padded to the widest window in the batch.
         window = max(item.window for item in batch)

@@ -10,11 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from asrserve.batcher.policies import POLICIES, policy_class
 from asrserve.settings import Settings
 from asrserve.tune.model import MIN_ROWS, fit
 from asrserve.tune.plot import write_plot
 from asrserve.tune.recorder import ARRIVALS, BATCHES, read_rows, recordings_dir
-from asrserve.tune.simulator import Outcome, Request, Setting, simulate
+from asrserve.tune.simulator import Outcome, Request, Service, Setting, simulate
 
 TIE = 0.01  # throughputs within 1% count as equal; the lower p99 wins
 
@@ -25,7 +26,7 @@ def add_arguments(tune: argparse.ArgumentParser) -> None:
     tune.add_argument("--burst", type=int, default=1, help="synthetic: arrivals per burst")
     tune.add_argument("--requests", type=int, help="requests to simulate (synthetic: 1000)")
     tune.add_argument("--durations", help="synthetic clip lengths (s), cycled: 3.5,12,28")
-    tune.add_argument("--policies", default="greedy,window", help="greedy,window,none")
+    tune.add_argument("--policies", default="greedy,window", help=",".join(POLICIES))
     tune.add_argument("--max-wait-ms", default="0,10,20,50,100", help="window policy waits")
     tune.add_argument("--max-batch-size", default="4,8,16,32", help="batch size limits")
     tune.add_argument("--devices", type=int, default=1, help="model replicas (devices)")
@@ -53,18 +54,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"model: {model.describe()}")
     print(f"load: {_describe(args, requests)}")
-    outcomes = [
-        simulate(
-            requests,
-            setting,
-            model,
-            args.devices,
-            settings.windows,
-            settings.max_queue_age_s,
-            settings.prefetch_jobs,
-        )
-        for setting in grid
-    ]
+    service = Service(
+        devices=args.devices,
+        windows=settings.windows,
+        max_age=settings.max_queue_age_s,
+        prefetch=settings.prefetch_jobs,
+        offline_prefetch=settings.batch_api_prefetch_jobs,
+        offline_holdoff=settings.offline_holdoff_ms / 1000,
+    )
+    outcomes = [simulate(requests, setting, model, service) for setting in grid]
     best = recommend(outcomes, args.p99_target_ms)
     print(table(outcomes))
     print(_recommendation(best, outcomes, args.p99_target_ms))
@@ -124,14 +122,13 @@ def _grid(args: argparse.Namespace) -> list[Setting]:
         raise ValueError("--devices and --max-batch-size must be ≥ 1, --max-wait-ms ≥ 0")
     grid: list[Setting] = []
     for policy in policies:
-        if policy == "none":
-            grid.append(Setting("none", 1, 0.0))
-        elif policy in ("greedy", "window"):
-            for size in sizes:
-                for wait in waits if policy == "window" else [0.0]:
-                    grid.append(Setting(policy, size, wait))
-        else:
-            raise ValueError(f"unknown policy {policy!r} (greedy, window or none)")
+        kind = policy_class(policy)  # ValueError naming the registered ones
+        if kind.whole_files:
+            grid.append(Setting(policy, 1, 0.0))
+            continue
+        for size in sizes:
+            for wait in waits if kind.uses_max_wait else [0.0]:
+                grid.append(Setting(policy, size, wait))
     if not grid:
         raise ValueError("no setting to simulate")
     return grid

@@ -1,54 +1,52 @@
 """A discrete-event simulation of the service: claim, preprocess, batch, run.
 
-It follows ``worker.py``, ``batching/scheduler.py`` and ``batching/policies.py``. A request
-is claimed from the queue (priority, then arrival) while fewer than ``prefetch`` jobs are
-in flight; after its preprocessing time (the model's overhead) it is cut into ≤30 s
-chunks (a clip of up to 30 s is one chunk), each padded to its encoder window bucket;
-only chunks of one window share a batch. An idle device takes a batch at once
-(``greedy``), or once ``max_wait`` has passed since the oldest pending chunk arrived
-unless a full batch of its window waits (``window``); ``none`` runs whole files one at a
-time. Batch selection (aging, priority, fairness, length) is :mod:`asrserve.tune.select`.
+It follows ``consumer.py`` and ``batcher/scheduler.py``. A request is claimed from the
+queue (priority, then arrival) by its lane: online requests while fewer than ``prefetch``
+online jobs are in flight, Batch API (offline) ones within their own
+``offline_prefetch``. After its preprocessing time (the model's overhead) it is cut into
+≤30 s chunks (a clip of up to 30 s is one chunk), each padded to its encoder window
+bucket; only chunks of one window share a batch. When an idle device takes a batch, and
+which chunks form it, is decided by the scheduler's own policy objects
+(:mod:`asrserve.batcher.policies`), on virtual time: the same readiness, selection
+(aging, priority, fairness, length), offline class and offline hold-off.
 Pure Python and deterministic: the same inputs give the same result.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from asrserve.batcher.policies import PolicyConfig, get_policy, policy_class
 from asrserve.batcher.scheduler import WINDOW_FRAMES
+from asrserve.jobs.models import Priority
+from asrserve.tune.chunks import CHUNK_S, DEFAULT_WINDOWS, Item, chunk_durations, window_frames
 from asrserve.tune.model import LatencyModel
-from asrserve.tune.select import (
-    CHUNK_S,
-    DEFAULT_WINDOWS,
-    Item,
-    Pending,
-    chunk_durations,
-    window_frames,
-)
 
 
 @dataclass(frozen=True)
 class Request:
     arrival: float  # seconds
     duration: float  # audio seconds
-    priority: int = 0  # interactive
+    priority: int = Priority.INTERACTIVE  # Priority.OFFLINE: a Batch API item
 
 
 @dataclass(frozen=True)
 class Setting:
-    policy: str  # greedy, window or none
+    policy: str  # a name registered in ``batcher.policies.POLICIES``
     max_batch_size: int = 16
     max_wait_ms: float = 20.0
 
     def label(self) -> str:
-        if self.policy == "none":
-            return "none"
-        wait = f" wait {self.max_wait_ms:g} ms" if self.policy == "window" else ""
+        kind = policy_class(self.policy)
+        if kind.whole_files:
+            return self.policy
+        wait = f" wait {self.max_wait_ms:g} ms" if kind.uses_max_wait else ""
         return f"{self.policy} batch {self.max_batch_size}{wait}"
 
 
@@ -65,26 +63,38 @@ class Outcome:
         return float(np.percentile(self.latencies, q)) if self.latencies else math.nan
 
 
+@dataclass(frozen=True)
+class Service:
+    """The service's settings that are not tuned: defaults as ``Settings`` has them."""
+
+    devices: int = 1
+    windows: Sequence[float] = DEFAULT_WINDOWS
+    max_age: float = 30.0  # max_queue_age_s
+    prefetch: int = 32  # prefetch_jobs: online jobs in flight
+    offline_prefetch: int = 16  # batch_api_prefetch_jobs: Batch API items in flight
+    offline_holdoff: float = 0.2  # offline_holdoff_ms / 1000
+
+
 ARRIVE, ENQUEUE, DONE, TIMER = 0, 1, 2, 3  # event kinds, in this order at equal times
+OnBatch = Callable[[float, list[Item]], None]  # (start time, its chunks)
 
 
 def simulate(
     requests: Sequence[Request],
     setting: Setting,
     model: LatencyModel,
-    devices: int = 1,
-    windows: Sequence[float] = DEFAULT_WINDOWS,
-    max_age: float = 30.0,
-    prefetch: int = 32,
+    service: Service | None = None,
+    on_batch: OnBatch | None = None,
 ) -> Outcome:
-    """Run ``requests`` through ``devices`` devices under ``setting``."""
-    run = _Run(requests, setting, model, devices, windows, max_age, prefetch)
+    """Run ``requests`` through ``service.devices`` devices under ``setting``;
+    ``on_batch`` sees each batch as a device starts it."""
+    run = _Run(requests, setting, model, service or Service(), on_batch)
     for index, request in enumerate(requests):
         run.push(request.arrival, ARRIVE, index)
     while run.events:
         now, kind, _, payload = heapq.heappop(run.events)
         if kind == ARRIVE:
-            heapq.heappush(run.queued, (requests[payload].priority, now, payload))
+            run.arrive(now, payload)
         elif kind == ENQUEUE:
             run.enqueue(now, payload)
         elif kind == DONE:
@@ -112,21 +122,32 @@ class _Run:
         requests: Sequence[Request],
         setting: Setting,
         model: LatencyModel,
-        devices: int,
-        windows: Sequence[float],
-        max_age: float,
-        prefetch: int,
+        service: Service,
+        on_batch: OnBatch | None,
     ) -> None:
-        self.requests, self.setting, self.model = requests, setting, model
-        self.windows, self.max_age, self.prefetch = windows, max_age, prefetch
-        self.whole = setting.policy == "none"
-        self.limit = 1 if self.whole else setting.max_batch_size
+        self.requests, self.model, self.service = requests, model, service
+        self.on_batch = on_batch
+        self.policy = get_policy(
+            setting.policy,
+            PolicyConfig(
+                max_batch_size=setting.max_batch_size,
+                max_wait=setting.max_wait_ms / 1000,
+                max_age=service.max_age,
+                offline_from=Priority.OFFLINE,
+                offline_holdoff=service.offline_holdoff,
+            ),
+        )
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind, tie, payload)
         self.tie = 0
-        self.queued: list[tuple[int, float, int]] = []  # the durable queue: not yet claimed
-        self.in_flight = 0
-        self.pending = Pending()
-        self.idle = list(range(devices))
+        # The consumer's two claim lanes (online, offline): the durable queue of each, not
+        # yet claimed, by (priority, arrival); jobs in flight; how many may be.
+        self.queued: tuple[list[tuple[int, float, int]], ...] = ([], [])
+        self.in_flight = [0, 0]
+        self.capacity = (service.prefetch, service.offline_prefetch)
+        self.pending: list[Item] = []  # in arrival order, as the scheduler keeps them
+        self.seq = itertools.count()
+        self.online_seen = -math.inf  # when online work last arrived or last ran
+        self.idle = list(range(service.devices))
         self.running: dict[int, list[Item]] = {}
         self.left = [0] * len(requests)
         self.finished = [0.0] * len(requests)
@@ -137,48 +158,64 @@ class _Run:
         heapq.heappush(self.events, (at, kind, self.tie, payload))
         self.tie += 1
 
+    def lane(self, index: int) -> int:
+        return 0 if self.requests[index].priority < Priority.OFFLINE else 1
+
+    def arrive(self, now: float, index: int) -> None:
+        heapq.heappush(self.queued[self.lane(index)], (self.requests[index].priority, now, index))
+
     def claim(self, now: float) -> None:
-        """The worker's claim loop: up to ``prefetch`` jobs in flight, then preprocessing."""
-        while self.queued and self.in_flight < self.prefetch:
-            _, _, index = heapq.heappop(self.queued)
-            self.in_flight += 1
-            self.push(now + self.model.pre(self.requests[index].duration), ENQUEUE, index)
+        """Each lane's claim loop: up to its capacity in flight, then preprocessing."""
+        for lane, queued in enumerate(self.queued):
+            while queued and self.in_flight[lane] < self.capacity[lane]:
+                _, _, index = heapq.heappop(queued)
+                self.in_flight[lane] += 1
+                self.push(now + self.model.pre(self.requests[index].duration), ENQUEUE, index)
 
     def enqueue(self, now: float, index: int) -> None:
         req = self.requests[index]
-        pieces = [req.duration] if self.whole else chunk_durations(req.duration)
+        whole = self.policy.whole_files
+        pieces = [req.duration] if whole else chunk_durations(req.duration)
         self.left[index] = len(pieces)
         for piece in pieces:
-            if self.whole:
+            if whole:
                 window = WINDOW_FRAMES * max(1, math.ceil(piece / CHUNK_S))
             else:
-                window = window_frames(piece, self.windows)
-            self.pending.add(index, req.priority, piece, window, now)
+                window = window_frames(piece, self.service.windows)
+            item = Item(index, req.priority, piece, window, next(self.seq), now)
+            self.pending.append(item)
+            if self.policy.is_online(item):
+                self.online_seen = now
 
     def done(self, now: float, device: int) -> None:
         self.idle.append(device)
         self.idle.sort()
-        for item in self.running.pop(device):
+        batch = self.running.pop(device)
+        if any(self.policy.is_online(item) for item in batch):
+            self.online_seen = now
+        for item in batch:
             self.left[item.job] -= 1
             if self.left[item.job] == 0:
                 self.finished[item.job] = now
-                self.in_flight -= 1
+                self.in_flight[self.lane(item.job)] -= 1
 
     def dispatch(self, now: float) -> None:
         """Give idle devices their next batch, as their device loops would ask for it."""
         while self.idle and self.pending:
-            if self.setting.policy == "window":
-                setting = self.setting
-                ready = self.pending.window_ready(now, setting.max_batch_size, setting.max_wait_ms)
-                if ready > now:
-                    if ready < self.timer_at:
-                        self.timer_at = ready
-                        self.push(ready, TIMER, -1)
-                    return
-            batch = self.pending.take(now, self.limit, self.max_age)
+            batch = self.policy.dispatch(self.pending, now, self.online_seen)
+            if not isinstance(batch, list):  # look again then (or on the next event)
+                if batch < self.timer_at:
+                    self.timer_at = batch
+                    self.push(batch, TIMER, -1)
+                return
+            taken = set(map(id, batch))
+            self.pending = [item for item in self.pending if id(item) not in taken]
             device = self.idle.pop(0)
             audio = sum(item.duration for item in batch)
-            cost = self.model.whole(audio) if self.whole else self.model.batch(len(batch), audio)
+            whole = self.policy.whole_files
+            cost = self.model.whole(audio) if whole else self.model.batch(len(batch), audio)
             self.running[device] = batch
             self.batch_sizes.append(len(batch))
+            if self.on_batch is not None:
+                self.on_batch(now, batch)
             self.push(now + cost, DONE, device)

@@ -17,6 +17,7 @@ Selection, in order of precedence:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -69,8 +70,11 @@ def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
             item.seq,
         )
 
-    rest = sorted((item for item in candidates if item is not head), key=order)
-    return [head, *rest[: rule.max_batch_size - 1]]
+    # nsmallest is sorted(...)[:n], without sorting the whole backlog
+    rest = heapq.nsmallest(
+        rule.max_batch_size - 1, (item for item in candidates if item is not head), key=order
+    )
+    return [head, *rest]
 
 
 def _head(items: Sequence[T], now: float, rule: Selection) -> T:

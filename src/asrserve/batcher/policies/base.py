@@ -1,0 +1,80 @@
+"""What a batching policy is: when a batch is ready, and which pending items form it.
+
+A policy is a pure object (no I/O, no clock reads: ``now`` is passed in), so the scheduler
+and the ``asrserve tune`` simulator run the very same decisions, one on the service's
+clock, the other on virtual time.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+from asrserve.batcher.policies.selection import Pending, Selection, select_batch
+
+T = TypeVar("T", bound=Pending)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    max_batch_size: int = 16
+    max_wait: float = 0.02  # seconds a policy that waits for a fuller batch may wait
+    max_age: float = 30.0  # seconds before a chunk jumps every priority and length rule
+    # Offline work: priority classes from ``offline_from`` on never age ahead of online
+    # work, and once online work arrived or ran, an offline-only batch starts only after
+    # ``offline_holdoff`` s of online quiet (the next online request of a busy client is
+    # usually already on its way, and would otherwise wait out that batch).
+    offline_from: int | None = None
+    offline_holdoff: float = 0.0
+
+
+class Policy(ABC):
+    """A batching policy. Subclasses set ``name`` and say when a batch is ready."""
+
+    name: ClassVar[str]
+    whole_files: ClassVar[bool] = False  # True: whole files through the engine's plain path
+    uses_max_wait: ClassVar[bool] = False  # True: ``max_wait`` changes what it does
+
+    def __init__(self, config: PolicyConfig) -> None:
+        self.config = config
+        self.selection = Selection(self.max_batch_size, config.max_age, config.offline_from)
+
+    @property
+    def max_batch_size(self) -> int:
+        return self.config.max_batch_size
+
+    @abstractmethod
+    def ready(self, pending: Sequence[Pending], now: float) -> float | None:
+        """None when a batch may go now (``pending`` is not empty); else the clock time to
+        look again, unless an item arrives before."""
+
+    def select(self, pending: Sequence[T], now: float) -> list[T]:
+        """The items of the next batch (``pending`` stays untouched)."""
+        return select_batch(pending, now, self.selection)
+
+    def dispatch(self, pending: Sequence[T], now: float, online_seen: float) -> list[T] | float:
+        """The batch to start now, or the clock time to look again (sooner if an item
+        arrives). ``online_seen``: when online work last arrived or last finished."""
+        wait = self.ready(pending, now)
+        if wait is not None:
+            return wait
+        batch = self.select(pending, now)
+        hold = self.hold_until(batch[0], online_seen)
+        return batch if now >= hold else hold
+
+    def hold_until(self, head: Pending, online_seen: float) -> float:
+        """When a batch headed by ``head`` may start: online work at once; offline work
+        after ``offline_holdoff`` s of online quiet, but never later than ``max_age`` after
+        ``head`` arrived (a steady online client slows offline work down; it cannot stop
+        it)."""
+        if self.is_online(head):
+            return -math.inf
+        quiet = online_seen + self.config.offline_holdoff
+        return min(quiet, head.enqueued_at + self.config.max_age)
+
+    def is_online(self, item: Pending) -> bool:
+        offline = self.config.offline_from
+        return offline is None or item.priority < offline

@@ -1,0 +1,19 @@
+"""``greedy``: an idle device takes what is pending at once (work-conserving).
+
+A lone chunk on an idle service runs without waiting; while every device is busy the
+pending set grows into the next batch by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from asrserve.batcher.policies.base import Policy
+from asrserve.batcher.policies.selection import Pending
+
+
+class Greedy(Policy):
+    name = "greedy"
+
+    def ready(self, pending: Sequence[Pending], now: float) -> float | None:
+        return None
