@@ -21,25 +21,24 @@ from fastapi import FastAPI
 from asrserve.admission import Admission
 from asrserve.api import audio_routes, batch_routes, file_routes, health_routes, job_routes
 from asrserve.api.access import AccessControl
+from asrserve.api.dashboard import routes as dashboard_routes
 from asrserve.api.deps import ApiContext
 from asrserve.api.errors import install_error_handlers
-from asrserve.api.forms import ModelInfo
 from asrserve.api.hosts import HostCheck
 from asrserve.api.json_body import install as install_body_limit
 from asrserve.api.schemas import job_view
 from asrserve.api.uploads import UploadGate, UploadLimits
-from asrserve.backends import Backend, Background, open_backend
+from asrserve.backends import Backend, open_backend
 from asrserve.batch_api.models import Batch
 from asrserve.batch_api.runner import BatchRunner
-from asrserve.dashboard import routes as dashboard_routes
-from asrserve.distributed.registry import merge
+from asrserve.cluster.merge import merge
+from asrserve.engine import loading
+from asrserve.engine.base import ModelInfo
 from asrserve.events import Finished
 from asrserve.jobs.models import Priority
 from asrserve.runtime import (
     EngineFactory,
     Inference,
-    load_engines,
-    read_model_info,
     start_inference,
     sweep_audio,
 )
@@ -49,13 +48,12 @@ from asrserve.tune.recorder import TrafficRecorder
 from asrserve.webhooks import BatchWebhooks, JobWebhooks, WebhookSender
 
 log = logging.getLogger(__name__)
-DUTIES_RESTART_S = 5.0
 
-__all__ = ["create_app", "load_engines"]
+__all__ = ["create_app"]
 
 
 def create_app(
-    settings: Settings, engine_factory: EngineFactory = load_engines, *, inference: bool = True
+    settings: Settings, engine_factory: EngineFactory = loading.load, *, inference: bool = True
 ) -> FastAPI:
     """``inference=False`` (distributed only): an API node that runs no model."""
     if not inference and settings.broker is None:
@@ -80,7 +78,7 @@ def create_app(
                 local = await start_inference(
                     settings, backend, engine_factory, context.metrics, recorder
                 )
-            model = local.model if local is not None else read_model_info(settings)
+            model = local.model if local is not None else loading.describe(settings)
             tasks.append(asyncio.create_task(_lead(settings, backend, context, model)))
             context.scheduler_view = _view(backend, local)
             context.model = model
@@ -149,20 +147,9 @@ async def _lead(
             group.create_task(sweep_audio(settings, backend), name="retention")
 
     try:
-        await (backend.leader or _always)(duties)
+        await backend.lease.run(duties)
     finally:
         await webhooks.aclose()
-
-
-async def _always(duties: Background) -> None:
-    """The embedded node is always the leader: run the duties, restarting them if they fail
-    (one failing stops the others: they are one task group)."""
-    while True:
-        try:
-            await duties()
-        except Exception:
-            log.exception("the duties failed; restarting them in %.0f s", DUTIES_RESTART_S)
-        await asyncio.sleep(DUTIES_RESTART_S)  # a back-off: there is nothing to wait on
 
 
 def _view(backend: Backend, local: Inference | None) -> Any:
@@ -172,11 +159,11 @@ def _view(backend: Backend, local: Inference | None) -> Any:
 
     async def view() -> dict[str, Any]:
         depth = await backend.queue.depth()
-        workers = await backend.registry.alive() if backend.registry is not None else []
+        workers = await backend.registry.alive()
         return {
             **(local.view() if local is not None else merge(workers)),
             "workers": workers,
-            "mode": "distributed" if backend.leader is not None else "embedded",
+            "mode": backend.mode,
             "node": backend.node,
             "queue_depth": {p.name.lower(): depth[p] for p in Priority},
             "admission": await admission.view(),

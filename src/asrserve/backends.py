@@ -2,8 +2,13 @@
 
 Embedded (no broker): one SQLite file and in-process events. Distributed
 (``broker=redis://...``): jobs, files, batches, keys, the queue (Streams), admission
-counts, rate limits and audio blobs in Redis, events over pub/sub, and a leader lease so
-that the cluster-wide duties run on one node at a time.
+counts, rate limits and audio blobs in Redis, events over pub/sub, the worker registry,
+and a leader lease so that the cluster-wide duties run on one node at a time.
+
+Every part is an ABC with its local (SQLite or in-process) and its Redis implementation
+beside it; :func:`open_backend` is the one place that chooses them. The embedded parts
+that have nothing to share are null objects (a registry of this node alone, a lease always
+held, a broker always reachable), so that no caller asks which mode it runs in.
 """
 
 from __future__ import annotations
@@ -13,15 +18,15 @@ import secrets
 import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from asrserve.admission import Admission
+from asrserve.admission.base import Admission
 from asrserve.auth.keys import KeyStore
 from asrserve.auth.limits import RateLimiter
 from asrserve.batch_api.store import BatchStore
-from asrserve.blobs import Blobs
-from asrserve.distributed.registry import WorkerRegistry
-from asrserve.events import JobEvents
+from asrserve.blobs.base import Blobs
+from asrserve.cluster.base import Lease, WorkerRegistry
+from asrserve.events.base import JobEvents
 from asrserve.files.store import FileStore
 from asrserve.jobs.store import JobStore
 from asrserve.queue.base import Queue
@@ -41,11 +46,12 @@ class Backend:
     admission: Admission
     limiter: RateLimiter
     blobs: Blobs
+    registry: WorkerRegistry  # worker nodes' reports
+    lease: Lease  # who runs the cluster-wide duties
     node: str  # this process's name: its queue consumer and lease holder id
-    registry: WorkerRegistry | None = None  # distributed: worker nodes' reports
-    ping: Callable[[], Awaitable[object]] | None = None  # distributed: is Redis reachable
+    mode: Literal["embedded", "distributed"]
+    ping: Callable[[], Awaitable[object]]  # raises when the broker is unreachable
     background: list[Background] = field(default_factory=list)  # run for the node's life
-    leader: Callable[[Background], Awaitable[None]] | None = None  # None: always the leader
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def aclose(self) -> None:
@@ -67,9 +73,18 @@ def open_backend(settings: Settings) -> Backend:
     return _distributed(settings, settings.broker)
 
 
+async def _in_process() -> None:
+    """The embedded mode's broker ping: there is none, so it is always reachable."""
+
+
 def _embedded(settings: Settings) -> Backend:
+    from asrserve.admission.local import LocalAdmission
+    from asrserve.auth.limits import LocalRateLimiter
     from asrserve.auth.sqlite import SqliteKeyStore
     from asrserve.batch_api.sqlite import SqliteBatchStore
+    from asrserve.blobs.local import LocalBlobs
+    from asrserve.cluster.local import LocalLease, LocalRegistry
+    from asrserve.events.local import LocalEvents
     from asrserve.files.sqlite import SqliteFileStore
     from asrserve.jobs.sqlite import SqliteJobStore
     from asrserve.queue.sqlite import SqliteQueue
@@ -77,6 +92,7 @@ def _embedded(settings: Settings) -> Backend:
 
     db = Database(settings.db_path)
     store = SqliteJobStore(db)
+    registry = LocalRegistry()
 
     async def close() -> None:
         await store.close()
@@ -88,23 +104,28 @@ def _embedded(settings: Settings) -> Backend:
         files=SqliteFileStore(db),
         batches=SqliteBatchStore(db),
         keys=SqliteKeyStore(db),
-        events=JobEvents(),
-        admission=Admission(settings),
-        limiter=RateLimiter(),
-        blobs=Blobs(settings),
+        events=LocalEvents(),
+        admission=LocalAdmission(settings, registry),
+        limiter=LocalRateLimiter(),
+        blobs=LocalBlobs(),
+        registry=registry,
+        lease=LocalLease(),
         node=node_name(),
+        mode="embedded",
+        ping=_in_process,
         closers=[close],
     )
 
 
 def _distributed(settings: Settings, url: str) -> Backend:
+    from asrserve.admission.redis import RedisAdmission
+    from asrserve.auth.limits import RedisRateLimiter
     from asrserve.auth.redis import RedisKeyStore
     from asrserve.batch_api.redis import RedisBatchStore
-    from asrserve.distributed.admission import RedisAdmission
+    from asrserve.blobs.redis import RedisBlobs
+    from asrserve.cluster.redis import RedisLease, RedisRegistry
     from asrserve.distributed.connection import connect
-    from asrserve.distributed.events import RedisEvents
-    from asrserve.distributed.lease import Leadership
-    from asrserve.distributed.limits import RedisRateLimiter
+    from asrserve.events.redis import RedisEvents
     from asrserve.files.redis import RedisFileStore
     from asrserve.jobs.redis import RedisJobStore
     from asrserve.queue.redis import RedisQueue
@@ -114,8 +135,7 @@ def _distributed(settings: Settings, url: str) -> Backend:
     retention = settings.result_retention_s
     node = node_name()
     events = RedisEvents(client, prefix)
-    leadership = Leadership(client, f"{prefix}:leader", node, settings.lease_s)
-    registry = WorkerRegistry(client, prefix, settings.lease_s)
+    registry = RedisRegistry(client, prefix, settings.lease_s)
 
     async def close() -> None:
         await events.aclose()
@@ -130,11 +150,12 @@ def _distributed(settings: Settings, url: str) -> Backend:
         events=events,
         admission=RedisAdmission(settings, client, registry),
         limiter=RedisRateLimiter(client, prefix),
-        blobs=Blobs(settings, client),
-        node=node,
+        blobs=RedisBlobs(settings, client),
         registry=registry,
+        lease=RedisLease(client, f"{prefix}:leader", node, settings.lease_s),
+        node=node,
+        mode="distributed",
         ping=client.ping,
         background=[events.listen],
-        leader=leadership.run,
         closers=[close],
     )

@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from asrserve.batcher.policies import POLICIES
 from asrserve.engine.base import ModelNotFoundError
 from asrserve.logs import configure as configure_logging
-from asrserve.settings import BatchPolicy, EncoderWindow, Settings, warn_renamed
+from asrserve.settings import EncoderWindow, Settings, warn_renamed
 
 # flag -> (settings field, type, help)
 SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
@@ -33,7 +34,7 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--beam-size": ("beam_size", int, "beam size (5)"),
     "--encoder-window": ("encoder_window", EncoderWindow, "adaptive (pad to a bucket) or full"),
     "--encoder-windows-s": ("encoder_windows_s", str, "adaptive window buckets, e.g. 5,10,30"),
-    "--batch-policy": ("batch_policy", BatchPolicy, "greedy, window or none"),
+    "--batch-policy": ("batch_policy", str, ", ".join(POLICIES)),
     "--max-batch-size": ("max_batch_size", int, "chunks per batch"),
     "--max-wait-ms": ("max_wait_ms", float, "window policy: wait after first arrival"),
     "--max-queue-age-s": ("max_queue_age_s", float, "aging bound before a chunk jumps ahead"),
@@ -195,7 +196,7 @@ def serve(settings: Settings, *, inference: bool = True) -> int:
 
     from asrserve.app import create_app
     from asrserve.auth.cli import UnsafeStart, refuse_unsafe_start
-    from asrserve.runtime import model_path
+    from asrserve.engine.loading import model_path
 
     model_path(settings)  # fail fast, with a clear message, before binding the port
     try:
@@ -219,8 +220,8 @@ def work(settings: Settings) -> int:
     """A worker node: claims jobs from the shared Redis until SIGTERM, then drains."""
     import asyncio
 
+    from asrserve.engine.loading import model_path
     from asrserve.node import run_worker
-    from asrserve.runtime import model_path
 
     if settings.broker is None:
         print("asrserve: a worker node needs --broker redis://HOST:PORT/DB", file=sys.stderr)
@@ -234,12 +235,12 @@ def transcribe(settings: Settings, files: list[Path], fmt: str, out: Path | None
     from tqdm import tqdm
 
     from asrserve.audio.errors import AudioError
+    from asrserve.engine import loading
     from asrserve.formats import ResponseFormat, render
     from asrserve.jobs.models import TranscriptionOptions
     from asrserve.local import transcribe_file
-    from asrserve.runtime import load_engines
 
-    engine = load_engines(settings.model_copy(update={"cpu_replicas": 1}))[0]
+    engine = loading.load(settings.model_copy(update={"cpu_replicas": 1}))[0]
     options = TranscriptionOptions(beam_size=settings.beam_size)
     response = {
         "txt": ResponseFormat.TEXT,

@@ -1,46 +1,156 @@
-"""Worker nodes' reports in Redis, and what API nodes make of them."""
+"""The deployment's nodes: the registry and lease contracts, run against the embedded
+ones (this process alone) and the Redis ones, and how API nodes merge worker reports."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
 import pytest
+import redis.asyncio as aioredis
 
-from asrserve.api.errors import ApiError
-from asrserve.distributed.admission import RedisAdmission
-from asrserve.distributed.connection import connect
-from asrserve.distributed.registry import WorkerRegistry, merge
-from asrserve.jobs.models import Priority
-from asrserve.settings import Settings
-from tests.unit.conftest import Run
+from asrserve.cluster.base import Duties, Lease, WorkerRegistry
+from asrserve.cluster.local import LocalLease, LocalRegistry
+from asrserve.cluster.merge import merge
+from asrserve.cluster.redis import RedisLease, RedisRegistry
+from tests.support.loop import Run
 
 
-def test_live_reports_stale_ones_dropped_and_throughput_summed(run: Run, redis_url: str) -> None:
-    client = connect(redis_url)
-    registry = WorkerRegistry(client, "t", lease_s=1.0)
-    run(registry.report("w1", {"devices": ["cuda:0"], "throughput": 40.0}))
-    run(registry.report("w2", {"devices": ["cuda:0"], "throughput": None}))
-    stale = {"node": "w0", "reported_at": time.time() - 10, "throughput": 99.0}
-    run(client.hset("t:workers", "w0", json.dumps(stale)))
-    assert [r["node"] for r in run(registry.alive())] == ["w1", "w2"]
-    assert run(client.hexists("t:workers", "w0")) == 0  # a node that died is forgotten
-    assert run(registry.throughput()) == 40.0
-    run(registry.report("w2", {"throughput": 20.0}))
-    assert run(registry.throughput()) == 60.0
-    run(registry.forget("w1"))
-    run(registry.forget("w2"))
-    assert run(registry.throughput()) is None
+class RegistryContract:
+    @pytest.fixture
+    def registry(self) -> WorkerRegistry:
+        raise NotImplementedError
 
-    # an API node without inference estimates Retry-After from the workers' throughput
-    settings = Settings(max_queued_jobs=1, redis_prefix="t")
-    admission = RedisAdmission(settings, client, registry)
-    run(admission.added(Priority.ASYNC, 120.0))
-    run(registry.report("w3", {"throughput": 30.0}))
-    with pytest.raises(ApiError) as full:
-        run(admission.admit(Priority.ASYNC, 10.0))
-    assert full.value.headers == {"Retry-After": "4"}  # one 120 s job too many at 30 s/s
-    run(client.aclose())
+    def test_a_reported_node_is_listed_until_forgotten(
+        self, registry: WorkerRegistry, run: Run
+    ) -> None:
+        run(registry.report("w1", {"devices": ["cpu:0"]}))
+        (report,) = run(registry.alive())
+        assert report["node"] == "w1" and report["devices"] == ["cpu:0"]
+        run(registry.forget("w1"))
+        assert run(registry.alive()) == []
+
+    def test_a_new_report_replaces_the_last(self, registry: WorkerRegistry, run: Run) -> None:
+        run(registry.report("w1", {"items": 1}))
+        run(registry.report("w1", {"items": 2}))
+        assert [r["items"] for r in run(registry.alive())] == [2]
+
+    def test_throughput_is_every_live_nodes_together(
+        self, registry: WorkerRegistry, run: Run
+    ) -> None:
+        assert run(registry.throughput()) is None
+        run(registry.report("w2", {"throughput": None}))  # nothing measured yet
+        run(registry.report("w1", {"throughput": 40.0}))
+        assert run(registry.throughput()) == 40.0
+        run(registry.report("w2", {"throughput": 20.0}))
+        assert run(registry.throughput()) == 60.0
+        assert [r["node"] for r in run(registry.alive())] == ["w1", "w2"]
+
+
+class TestLocalRegistry(RegistryContract):
+    @pytest.fixture
+    def registry(self) -> WorkerRegistry:
+        return LocalRegistry()
+
+
+class TestRedisRegistry(RegistryContract):
+    @pytest.fixture
+    def registry(self, redis_client: aioredis.Redis) -> WorkerRegistry:
+        return RedisRegistry(redis_client, "t", lease_s=1.0)
+
+    def test_a_node_that_stopped_reporting_is_forgotten(
+        self, registry: WorkerRegistry, redis_client: aioredis.Redis, run: Run
+    ) -> None:
+        stale = {"node": "w0", "reported_at": time.time() - 10, "throughput": 99.0}
+        run(redis_client.hset("t:workers", "w0", json.dumps(stale)))
+        run(registry.report("w1", {"throughput": 40.0}))
+        assert [r["node"] for r in run(registry.alive())] == ["w1"]
+        assert run(redis_client.hexists("t:workers", "w0")) == 0
+        assert run(registry.throughput()) == 40.0
+
+
+async def holding(lease: Lease, duties: Duties, started: asyncio.Event) -> None:
+    """Run ``lease`` until ``started`` is set (by the duties), then stop it."""
+    task = asyncio.create_task(lease.run(duties))
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+class LeaseContract:
+    @pytest.fixture
+    def lease(self) -> Lease:
+        raise NotImplementedError
+
+    def test_the_duties_run_while_the_lease_is_held(self, lease: Lease, run: Run) -> None:
+        async def scenario() -> bool:
+            started = asyncio.Event()
+
+            async def duties() -> None:
+                started.set()
+                await asyncio.Event().wait()  # until the lease is given up
+
+            await holding(lease, duties, started)
+            return started.is_set()
+
+        assert run(scenario()) is True
+
+    def test_duties_that_fail_run_again(self, lease: Lease, run: Run) -> None:
+        attempts: list[int] = []
+
+        async def scenario() -> None:
+            again = asyncio.Event()
+
+            async def duties() -> None:
+                attempts.append(len(attempts) + 1)
+                if len(attempts) == 1:
+                    raise RuntimeError("the first run fails")
+                again.set()
+                await asyncio.Event().wait()
+
+            await holding(lease, duties, again)
+
+        run(scenario())
+        assert attempts == [1, 2]
+
+
+class TestLocalLease(LeaseContract):
+    @pytest.fixture
+    def lease(self) -> Lease:
+        return LocalLease(restart_s=0.01)
+
+
+class TestRedisLease(LeaseContract):
+    @pytest.fixture
+    def lease(self, redis_client: aioredis.Redis) -> Lease:
+        return RedisLease(redis_client, "t:leader", "node-a", ttl_s=0.3)
+
+    def test_a_released_lease_is_taken_over_by_another_node(
+        self, lease: Lease, redis_client: aioredis.Redis, run: Run
+    ) -> None:
+        other = RedisLease(redis_client, "t:leader", "node-b", ttl_s=0.3)
+        holders: list[bytes | str | None] = []
+
+        async def scenario() -> None:
+            started = {"node-a": asyncio.Event(), "node-b": asyncio.Event()}
+
+            def duties(node: str) -> Duties:
+                async def run_duties() -> None:
+                    holders.append(await redis_client.get("t:leader"))
+                    started[node].set()
+                    await asyncio.Event().wait()  # until the lease is given up
+
+                return run_duties
+
+            await holding(lease, duties("node-a"), started["node-a"])  # then released
+            await holding(other, duties("node-b"), started["node-b"])
+
+        run(scenario())
+        assert holders == [b"node-a", b"node-b"]  # each ran its duties holding the key
+        assert run(redis_client.exists("t:leader")) == 0  # released on the way out
 
 
 def test_merged_view_of_the_workers() -> None:

@@ -1,9 +1,11 @@
 """Job events between nodes: Redis pub/sub on ``{prefix}:events``.
 
-Pub/sub delivers at most once and only to connected subscribers, so a node that was
-disconnected may have missed events: when its subscription is (re)established it wakes
-every local waiter, which re-reads its job from the store, and tells its resync listeners
-(the batch runner and webhook sender look again). Nothing waits by polling.
+Each event is delivered here first, then published; other nodes' events are delivered here
+as they arrive (a node skips its own). Pub/sub delivers at most once and only to connected
+subscribers, so a node that was disconnected may have missed events: when its subscription
+is (re)established it wakes every local waiter, which re-reads its job from the store, and
+tells its resync listeners (the batch runner and webhook sender look again). Nothing waits
+by polling.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import secrets
 import redis.asyncio as aioredis
 
 from asrserve.distributed.connection import REDIS_ERRORS
-from asrserve.events import Finished, JobEvents
+from asrserve.events.base import Finished, JobEvents
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +34,18 @@ class RedisEvents(JobEvents):
         self._sending: set[asyncio.Task[None]] = set()
 
     def finished(self, notice: Finished) -> None:
-        super().finished(notice)
+        self._local.finished(notice)
         self._publish(
             {"kind": "finished", "job": notice.job_id, "batch": notice.batch_id,
              "callback": notice.callback}
         )  # fmt: skip
 
     def cancelled(self, job_id: str) -> None:
-        super().cancelled(job_id)
+        self._local.cancelled(job_id)
         self._publish({"kind": "cancelled", "job": job_id})
 
     def batch_api_changed(self) -> None:
-        super().batch_api_changed()
+        self._local.batch_api_changed()
         self._publish({"kind": "batches"})
 
     def _publish(self, message: dict[str, object]) -> None:
@@ -65,7 +67,7 @@ class RedisEvents(JobEvents):
                 async with self._client.pubsub() as pubsub:
                     await pubsub.subscribe(self._channel)
                     delay = 0.1
-                    self._resynced()
+                    self._local.resynced()
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             self._dispatch(message["data"])
@@ -73,11 +75,6 @@ class RedisEvents(JobEvents):
                 log.warning("event subscription lost (%s); retrying in %.1f s", exc, delay)
             await asyncio.sleep(delay)  # a reconnect backoff: there is nothing to wait on
             delay = min(delay * 2, RECONNECT_MAX_S)
-
-    def _resynced(self) -> None:
-        self.wake_all()
-        for listener in self._resync_listeners:
-            listener()
 
     def _dispatch(self, data: bytes) -> None:
         try:
@@ -88,11 +85,11 @@ class RedisEvents(JobEvents):
             return
         if event.get("kind") == "finished":
             notice = Finished(str(event["job"]), event.get("batch"), bool(event.get("callback")))
-            JobEvents.finished(self, notice)
+            self._local.finished(notice)
         elif event.get("kind") == "cancelled":
-            JobEvents.cancelled(self, str(event["job"]))
+            self._local.cancelled(str(event["job"]))
         elif event.get("kind") == "batches":
-            JobEvents.batch_api_changed(self)
+            self._local.batch_api_changed()
 
     async def aclose(self) -> None:
         if self._sending:

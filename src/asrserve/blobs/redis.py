@@ -1,8 +1,5 @@
-"""Where a job's audio waits between the node that received it and the worker that runs it.
-
-Embedded, audio stays the file the upload was written to, and a job's ``audio_path`` is
-that path. Distributed, worker nodes may be other machines, so the API node hands the
-audio on after admitting it:
+"""Distributed: worker nodes may be other machines, so the API node hands the audio on
+after admitting it:
 
 - up to ``redis_blob_max_bytes`` (8 MiB, about 4 min of 16 kHz WAV or hours of compressed
   audio) it goes into Redis under ``{prefix}:blob:<job id>`` and ``audio_path`` becomes
@@ -26,21 +23,19 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from asrserve.audio.errors import AudioError
+from asrserve.audio.errors import AudioMissing
+from asrserve.blobs.base import Blobs, delete_file
 from asrserve.settings import Settings
 
 REDIS_SCHEME = "redis-blob:"
 
 
-class Blobs:
-    def __init__(self, settings: Settings, client: aioredis.Redis | None = None) -> None:
+class RedisBlobs(Blobs):
+    def __init__(self, settings: Settings, client: aioredis.Redis) -> None:
         self._settings = settings
         self._client = client
 
     async def keep(self, job_id: str, path: Path, size: int) -> str:
-        """Hand an admitted upload on; returns the job's ``audio_path``."""
-        if self._client is None:
-            return str(path)
         if size <= self._settings.redis_blob_max_bytes:
             data = await asyncio.to_thread(path.read_bytes)
             await self._client.set(self._key(job_id), data)
@@ -53,15 +48,13 @@ class Blobs:
 
     @contextlib.asynccontextmanager
     async def local(self, audio_path: str) -> AsyncIterator[Path]:
-        """The audio as a local file for as long as the context lasts."""
         if not audio_path.startswith(REDIS_SCHEME):
             yield Path(audio_path)
             return
-        assert self._client is not None, "a redis blob without a redis client"
         job_id = audio_path.removeprefix(REDIS_SCHEME)
         data = await self._client.get(self._key(job_id))
         if not isinstance(data, bytes):
-            raise AudioError(410, "audio_missing", "the job's audio is no longer stored")
+            raise AudioMissing("the job's audio is no longer stored")
         local = self._settings.audio_dir / f"{job_id}.{secrets.token_hex(4)}.fetched"
         await asyncio.to_thread(_write, local, data)
         try:
@@ -71,11 +64,9 @@ class Blobs:
 
     async def delete(self, audio_path: str) -> None:
         if audio_path.startswith(REDIS_SCHEME):
-            if self._client is not None:
-                await self._client.delete(self._key(audio_path.removeprefix(REDIS_SCHEME)))
-            return
-        if audio_path:
-            await asyncio.to_thread(Path(audio_path).unlink, missing_ok=True)
+            await self._client.delete(self._key(audio_path.removeprefix(REDIS_SCHEME)))
+        else:
+            await delete_file(audio_path)
 
     def _key(self, job_id: str) -> str:
         return f"{self._settings.redis_prefix}:blob:{job_id}"

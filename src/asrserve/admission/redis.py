@@ -9,13 +9,12 @@ drift left by a node that crashed between accepting a job and counting it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, cast
 
 import redis.asyncio as aioredis
 
-from asrserve.admission import Admission, Backlog
-from asrserve.distributed.registry import WorkerRegistry
+from asrserve.admission.base import Admission, Backlog
+from asrserve.cluster.base import WorkerRegistry
 from asrserve.jobs.models import Job, Priority
 from asrserve.settings import Settings
 
@@ -34,34 +33,14 @@ def _fields(priority: Priority) -> tuple[str, str]:
 
 class RedisAdmission(Admission):
     def __init__(
-        self, settings: Settings, client: aioredis.Redis, registry: WorkerRegistry | None = None
+        self, settings: Settings, client: aioredis.Redis, registry: WorkerRegistry
     ) -> None:
-        super().__init__(settings)
+        super().__init__(settings, registry)
         self._client = client
         self._key = f"{settings.redis_prefix}:admission"
-        self._registry = registry
         self._subtract = client.register_script(SUBTRACT)
 
-    async def measured_throughput(self) -> float | None:
-        """Every live worker node's, when this node runs none itself."""
-        local = self.throughput()
-        if local is None and self._registry is not None:
-            return await self._registry.throughput()
-        return local
-
-    async def reset(self, jobs: Iterable[Job]) -> None:
-        totals = {p: Backlog() for p in Priority}
-        for job in jobs:
-            totals[job.priority].jobs += 1
-            totals[job.priority].audio_s += job.admitted_s
-        mapping: dict[str, str] = {}
-        for priority, backlog in totals.items():
-            jobs_field, audio_field = _fields(priority)
-            mapping[jobs_field] = str(backlog.jobs)
-            mapping[audio_field] = repr(backlog.audio_s)
-        await self._client.hset(self._key, mapping=cast(Any, mapping))
-
-    async def _current(self, priority: Priority) -> Backlog:
+    async def backlog(self, priority: Priority) -> Backlog:
         jobs, audio = await self._client.hmget(self._key, list(_fields(priority)))
         return Backlog(int(jobs or 0), float(audio or 0.0))
 
@@ -76,3 +55,11 @@ class RedisAdmission(Admission):
         jobs_field, audio_field = _fields(job.priority)
         args = [jobs_field, audio_field, repr(job.admitted_s)]
         await self._subtract(keys=[self._key], args=args)
+
+    async def _replace(self, backlogs: dict[Priority, Backlog]) -> None:
+        mapping: dict[str, str] = {}
+        for priority, backlog in backlogs.items():
+            jobs_field, audio_field = _fields(priority)
+            mapping[jobs_field] = str(backlog.jobs)
+            mapping[audio_field] = repr(backlog.audio_s)
+        await self._client.hset(self._key, mapping=cast(Any, mapping))

@@ -1,21 +1,26 @@
-"""Leadership: exactly one node at a time runs the cluster-wide duties.
+"""The distributed deployment's nodes, in Redis.
 
-The Batch API runner, the webhook sender and the audio retention sweep must not run
-twice at once (a webhook would be sent twice). Each API node competes for one lease key
-(``SET NX PX``); the holder renews it every third of its time to live and runs the
-duties; if it cannot renew (Redis unreachable, or the lease was lost) it stops them, and
-another node takes over once the lease expires.
+Registry: the hash ``{prefix}:workers``, node name → its latest report (JSON). Workers
+report every third of a lease. A report older than three leases is a node that died
+without saying goodbye: readers skip it and delete it.
+
+Lease: each API node competes for one key (``SET NX PX``); the holder renews it every
+third of its time to live and runs the duties; if it cannot renew (Redis unreachable, or
+the lease was lost) it stops them, and another node takes over once the lease expires.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from typing import Any
 
 import redis.asyncio as aioredis
 
+from asrserve.cluster.base import Duties, Lease, WorkerRegistry
 from asrserve.distributed.connection import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
@@ -32,7 +37,36 @@ return 0
 """
 
 
-class Leadership:
+class RedisRegistry(WorkerRegistry):
+    def __init__(self, client: aioredis.Redis, prefix: str, lease_s: float) -> None:
+        self._client = client
+        self._key = f"{prefix}:workers"
+        self._max_age = 3 * lease_s
+
+    async def report(self, node: str, view: dict[str, Any]) -> None:
+        body = json.dumps({**view, "node": node, "reported_at": time.time()})
+        await self._client.hset(self._key, node, body)
+
+    async def forget(self, node: str) -> None:
+        await self._client.hdel(self._key, node)
+
+    async def alive(self) -> list[dict[str, Any]]:
+        found = await self._client.hgetall(self._key)
+        now = time.time()
+        reports: list[dict[str, Any]] = []
+        stale: list[bytes | str] = []
+        for node, body in sorted(found.items()):
+            report: dict[str, Any] = json.loads(body)
+            if now - float(report.get("reported_at", 0.0)) > self._max_age:
+                stale.append(node)
+            else:
+                reports.append(report)
+        if stale:
+            await self._client.hdel(self._key, *stale)
+        return reports
+
+
+class RedisLease(Lease):
     def __init__(self, client: aioredis.Redis, key: str, holder: str, ttl_s: float) -> None:
         self._client = client
         self._key = key
@@ -40,9 +74,8 @@ class Leadership:
         self._ttl_ms = max(int(ttl_s * 1000), 300)
         self._renew = client.register_script(RENEW)
         self._release = client.register_script(RELEASE)
-        self.leading = False
 
-    async def run(self, duties: Callable[[], Awaitable[None]]) -> None:
+    async def run(self, duties: Duties) -> None:
         """Compete for the lease forever; run ``duties`` while holding it."""
         while True:
             try:
@@ -55,9 +88,8 @@ class Leadership:
                     log.warning("leadership: redis unreachable (%s)", exc)
             await asyncio.sleep(self._ttl_ms / 3000)  # a lease timer, not a wait for an event
 
-    async def _lead(self, duties: Callable[[], Awaitable[None]]) -> None:
+    async def _lead(self, duties: Duties) -> None:
         log.info("leading: running the batch runner, webhooks and retention here")
-        self.leading = True
         task = asyncio.ensure_future(duties())
         try:
             while True:
@@ -69,7 +101,6 @@ class Leadership:
                     log.warning("leadership lost; stopping the duties")
                     return
         finally:
-            self.leading = False
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await self.release()

@@ -1,0 +1,154 @@
+"""The admission and rate-limit contracts, run against the embedded ones (in memory) and
+the Redis ones (shared by every API node)."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as aioredis
+
+from asrserve.admission.base import Admission
+from asrserve.admission.local import LocalAdmission
+from asrserve.admission.redis import RedisAdmission
+from asrserve.auth.limits import LocalRateLimiter, RateLimiter, RedisRateLimiter
+from asrserve.cluster.base import WorkerRegistry
+from asrserve.cluster.local import LocalRegistry
+from asrserve.cluster.redis import RedisRegistry
+from asrserve.errors import QueueFull
+from asrserve.jobs.models import Job, Priority
+from asrserve.settings import Settings
+from tests.support.loop import Run
+
+SETTINGS = Settings(max_queued_jobs=2, max_queued_audio_s=100.0, redis_prefix="t")
+Nodes = tuple[Admission, Admission]
+
+
+class AdmissionContract:
+    """``nodes``: two API nodes' views of one backlog (embedded: the one node, twice)."""
+
+    @pytest.fixture
+    def registry(self) -> WorkerRegistry:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def nodes(self, registry: WorkerRegistry) -> Nodes:
+        raise NotImplementedError
+
+    def test_over_the_limit_is_queue_full_with_a_retry_after(self, nodes: Nodes, run: Run) -> None:
+        admission, other = nodes
+        admission.throughput = lambda: 5.0
+        run(admission.admit(Priority.ASYNC, 30.0))
+        run(admission.added(Priority.ASYNC, 30.0))
+        run(other.added(Priority.ASYNC, 30.0))
+        with pytest.raises(QueueFull) as full:
+            run(admission.admit(Priority.ASYNC, 10.0))
+        assert full.value.code == "queue_full"
+        assert full.value.retry_after == 6  # one 30 s job too many at 5 audio s/s
+
+    def test_each_class_has_its_own_limits(self, nodes: Nodes, run: Run) -> None:
+        admission, _ = nodes
+        run(admission.added(Priority.ASYNC, 30.0, count=2))
+        run(admission.admit(Priority.INTERACTIVE, 10.0))
+        with pytest.raises(QueueFull):
+            run(admission.admit(Priority.INTERACTIVE, 101.0))  # over the audio limit alone
+
+    def test_a_finished_job_makes_room_and_counts_never_go_negative(
+        self, nodes: Nodes, run: Run
+    ) -> None:
+        admission, other = nodes
+        run(admission.added(Priority.ASYNC, 30.0, count=2))
+        run(other.finished(Job(id="j", priority=Priority.ASYNC, admitted_s=30.0)))
+        run(admission.admit(Priority.ASYNC, 10.0))
+        run(admission.finished(Job(id="k", priority=Priority.ASYNC, admitted_s=9.0)))
+        run(admission.finished(Job(id="l", priority=Priority.ASYNC, admitted_s=9.0)))
+        assert run(other.view())["async"] == {"jobs": 0, "audio_s": 0.0}
+
+    def test_reset_starts_from_the_unfinished_jobs(self, nodes: Nodes, run: Run) -> None:
+        admission, other = nodes
+        run(admission.added(Priority.ASYNC, 30.0))
+        run(admission.reset([Job(id="a", priority=Priority.OFFLINE, admitted_s=5.0)]))
+        assert run(other.view()) == {
+            "interactive": {"jobs": 0, "audio_s": 0.0},
+            "async": {"jobs": 0, "audio_s": 0.0},
+            "offline": {"jobs": 1, "audio_s": 5.0},
+        }
+
+    def test_a_node_without_inference_uses_the_workers_throughput(
+        self, nodes: Nodes, registry: WorkerRegistry, run: Run
+    ) -> None:
+        admission, _ = nodes
+        run(admission.added(Priority.ASYNC, 120.0, count=2))
+        run(registry.report("w3", {"throughput": 30.0}))
+        with pytest.raises(QueueFull) as full:
+            run(admission.admit(Priority.ASYNC, 10.0))
+        assert full.value.retry_after == 2  # one 60 s job too many at 30 s/s
+
+
+class TestLocalAdmission(AdmissionContract):
+    @pytest.fixture
+    def registry(self) -> WorkerRegistry:
+        return LocalRegistry()
+
+    @pytest.fixture
+    def nodes(self, registry: WorkerRegistry) -> Nodes:
+        admission = LocalAdmission(SETTINGS, registry)
+        return admission, admission
+
+
+class TestRedisAdmission(AdmissionContract):
+    @pytest.fixture
+    def registry(self, redis_client: aioredis.Redis) -> WorkerRegistry:
+        return RedisRegistry(redis_client, "t", lease_s=30.0)
+
+    @pytest.fixture
+    def nodes(self, registry: WorkerRegistry, redis_client: aioredis.Redis) -> Nodes:
+        return (
+            RedisAdmission(SETTINGS, redis_client, registry),
+            RedisAdmission(SETTINGS, redis_client, registry),
+        )
+
+
+Limiters = tuple[RateLimiter, RateLimiter]
+
+
+class RateLimiterContract:
+    """``limiters``: two API nodes' limiters over one budget (embedded: the one, twice)."""
+
+    @pytest.fixture
+    def limiters(self) -> Limiters:
+        raise NotImplementedError
+
+    def test_a_minutes_worth_then_an_even_wait(self, limiters: Limiters, run: Run) -> None:
+        one, two = limiters
+        taken = [run(limiter.take("k", 4)) for limiter in (one, two, one, two)]
+        assert taken == [(0.0, 3), (0.0, 2), (0.0, 1), (0.0, 0)]
+        wait, left = run(two.take("k", 4))
+        assert wait == pytest.approx(15.0, abs=0.5) and left == 0  # one request per 15 s
+
+    def test_each_key_has_its_own_bucket(self, limiters: Limiters, run: Run) -> None:
+        one, _ = limiters
+        for _ in range(2):
+            run(one.take("k", 2))
+        assert run(one.take("k", 2))[0] > 0
+        assert run(one.take("other", 2)) == (0.0, 1)
+
+
+class TestLocalRateLimiter(RateLimiterContract):
+    @pytest.fixture
+    def limiters(self) -> Limiters:
+        limiter = LocalRateLimiter(clock=lambda: 0.0)
+        return limiter, limiter
+
+    def test_the_bucket_refills_evenly(self, run: Run) -> None:
+        now = [0.0]
+        limiter = LocalRateLimiter(clock=lambda: now[0])
+        assert [run(limiter.take("k", 3))[0] for _ in range(3)] == [0.0, 0.0, 0.0]
+        assert run(limiter.take("k", 3))[0] == pytest.approx(20.0)
+        now[0] = 20.0
+        assert run(limiter.take("k", 3)) == (0.0, 0)
+        assert run(limiter.take("k", 3))[0] == pytest.approx(20.0)
+
+
+class TestRedisRateLimiter(RateLimiterContract):
+    @pytest.fixture
+    def limiters(self, redis_client: aioredis.Redis) -> Limiters:
+        return RedisRateLimiter(redis_client, "t"), RedisRateLimiter(redis_client, "t")
