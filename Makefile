@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 DATA_DIR ?= data
 PYTEST_ARGS ?=
 
-.PHONY: run test pytest check lint typecheck system-deps bench clean
+.PHONY: run test unit pytest check lint typecheck system-deps bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -31,12 +31,18 @@ system-deps:
 lint: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
 
 pytest: $(VENV)/.stamp-test system-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The inner loop: lint, types and the unit tests alone (no model, no server), in about
+# two minutes. `make test` stays the gate.
+unit: lint typecheck system-deps
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 # The whole gate, as CI runs it: lint, types, then every test.
 test: lint typecheck pytest

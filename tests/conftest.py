@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -12,12 +11,9 @@ from typing import Any
 import pytest
 
 from asrserve.bench.redis_process import RedisProcess
-from asrserve.bench.server import ServerProcess
 from asrserve.corpus import Clip, build_corpus
 from asrserve.engine.base import Engine
-
-ROOT = Path(__file__).resolve().parent.parent
-REAL_SPEECH = ROOT.parent / "shared" / "real-speech"
+from tests.support.servers import ROOT, Receiver, Server
 
 
 @pytest.fixture(scope="session")
@@ -28,14 +24,10 @@ def corpus() -> list[Clip]:
 
 @pytest.fixture(scope="session")
 def engine() -> Engine:
-    from asrserve.runtime import load_engines
+    from asrserve.engine import loading
     from asrserve.settings import Settings
 
-    return load_engines(Settings())[0]
-
-
-class Server(ServerProcess):
-    """``asrserve serve`` as a subprocess, as a user would run it."""
+    return loading.load(Settings())[0]
 
 
 @pytest.fixture
@@ -61,18 +53,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.start()
     yield srv
     srv.stop()
-
-
-@dataclass
-class Receiver:
-    """Webhook receiver: answers 500 to the first POST and 200 to the rest, recording each."""
-
-    calls: list[tuple[int, dict[str, str], bytes]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def answered_ok(self) -> list[tuple[int, dict[str, str], bytes]]:
-        with self.lock:
-            return [call for call in self.calls if call[0] == 200]
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,9 @@ import pytest
 
 from asrserve.bench.server import free_port
 from asrserve.corpus import Clip
-from tests.conftest import Server
-from tests.keys import auth, keys, new_key
+from tests.support.keys import auth, keys, new_key
+from tests.support.servers import Server
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -136,10 +136,12 @@ def test_tenants_see_only_their_own_work(
     batch = httpx.post(f"{url}/v1/batches", json=body, headers=auth(bob)).json()
     assert httpx.get(f"{url}/v1/batches/{batch['id']}", headers=auth(alice)).status_code == 404
     assert httpx.get(f"{url}/v1/batches", headers=auth(alice)).json()["data"] == []
-    deadline = time.monotonic() + 60
-    while batch["status"] not in ("completed", "failed") and time.monotonic() < deadline:
-        time.sleep(0.2)
-        batch = httpx.get(f"{url}/v1/batches/{batch['id']}", headers=auth(bob)).json()
+
+    def ended() -> dict[str, Any] | None:
+        now: dict[str, Any] = httpx.get(f"{url}/v1/batches/{batch['id']}", headers=auth(bob)).json()
+        return now if now["status"] in ("completed", "failed") else None
+
+    batch = wait_until(ended, 60, "the batch to end")
     assert batch["request_counts"] == {"total": 1, "completed": 0, "failed": 1}
     errors = httpx.get(f"{url}/v1/files/{batch['error_file_id']}/content", headers=auth(bob))
     assert json.loads(errors.text)["response"]["status_code"] == 404

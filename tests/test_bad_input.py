@@ -50,9 +50,10 @@ import pytest
 
 from asrserve.corpus import Clip
 from asrserve.wer import wer_one
-from tests.conftest import Server
-from tests.payloads import Speech, encode_bytes, flac_total_samples, wav_bytes
-from tests.test_durability_badinput import Limited, assert_error
+from tests.support.api import wait_job
+from tests.support.errors import assert_error
+from tests.support.payloads import Speech, encode_bytes, flac_total_samples, wav_bytes
+from tests.support.servers import Limited, Server
 
 pytestmark = pytest.mark.slow
 
@@ -418,11 +419,7 @@ def _transcribed(text: str, expect: Expect, clip: Clip) -> None:
 
 def _job(bench: Limited, resp: httpx.Response) -> dict[str, Any]:
     assert resp.status_code == 202, resp.text
-    job: dict[str, Any] = bench.client.get(
-        f"{JOBS}/{resp.json()['id']}", params={"wait": 30}
-    ).json()
-    assert job["status"] in ("succeeded", "failed"), job
-    return job
+    return wait_job(bench.client, resp.json()["id"])
 
 
 def _check(bench: Limited, speech: Speech, path: str, case: Case) -> None:

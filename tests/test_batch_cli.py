@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from asrserve.corpus import Clip
-from tests.conftest import Server
+from tests.support.servers import Server
 
 
 def run_batch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -12,7 +11,8 @@ import pytest
 
 from asrserve.cli import build_settings, parser
 from asrserve.corpus import Clip
-from tests.conftest import Server
+from tests.support.servers import Server
+from tests.support.wait import wait_until
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,7 +47,7 @@ def test_flags_override_settings() -> None:
         ]
     )
     settings = build_settings(args)
-    assert (settings.port, settings.batch_policy.value, settings.beam_size) == (9001, "window", 2)
+    assert (settings.port, settings.batch_policy, settings.beam_size) == (9001, "window", 2)
     assert settings.device == "cuda" and settings.device_index == (0, 1)
 
 
@@ -103,9 +103,6 @@ def test_audio_is_removed_per_retention(
         job = httpx.post(f"{server.url}/v1/jobs", files={"file": fh}).json()
     done = httpx.get(f"{server.url}/v1/jobs/{job['id']}", params={"wait": 60}, timeout=70).json()
     assert done["status"] == "succeeded"
-    deadline = time.monotonic() + 15
-    while any((data / "audio").iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any((data / "audio").iterdir())
+    wait_until(lambda: not any((data / "audio").iterdir()), 15, "the audio to be swept")
     again = httpx.get(f"{server.url}/v1/jobs/{job['id']}/transcript").text
     assert again.strip()  # the transcript outlives the audio

@@ -8,6 +8,7 @@ transcript with segment timestamps, or the API's error.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,11 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, FilePayload, Page, sync_playwright
 
+from asrserve.api.dashboard.routes import RECENT_JOBS, percentile
 from asrserve.corpus import Clip
-from asrserve.dashboard.routes import percentile
-from tests.conftest import Server
+from tests.support.servers import Server
 
 pytestmark = pytest.mark.slow
 
@@ -106,13 +107,22 @@ def test_stats_and_assets(server: Server) -> None:
             assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)
         missing = client.get("/dashboard/static/..%2Froutes.py")
         assert missing.status_code == 404 and "error" in missing.json()
+        before, wall_before = time.monotonic(), time.time()
         stats = client.get("/v1/dashboard/stats").json()
-    assert stats["ready"] is True and isinstance(stats["now"], float)
+        after, wall_after = time.monotonic(), time.time()
+        listed = client.get("/v1/jobs", params={"limit": 100}).json()["data"]
+        scheduler = client.get("/v1/scheduler").json()
+    # the server's clocks (the same machine's), read while the request was answered
+    assert before <= stats["now"] <= after and wall_before <= stats["time"] <= wall_after
+    assert (stats["ready"], stats["model"]) == (True, "tiny.en")
+    assert not [job for job in listed if job["status"] in ("queued", "running")], "not idle"
     sched = stats["scheduler"]
     for key in ("audio_seconds", "batch_sizes", "queued_items", "device_busy_seconds"):
-        assert key in sched
-    assert set(stats["latency"]) >= {"p50", "p95", "p99", "count"}
-    assert isinstance(stats["jobs"], list)
+        assert sched[key] == scheduler[key], key  # the scheduler's own view, idle between
+    assert [row["id"] for row in stats["jobs"]] == [job["id"] for job in listed[:RECENT_JOBS]]
+    succeeded = [job for job in listed if job["status"] == "succeeded"]
+    assert stats["latency"]["count"] == len(succeeded)  # fewer than 100 jobs on this server
+    assert stats["latency"]["window"] == len(listed)
 
 
 @needs_chromium
@@ -167,9 +177,8 @@ def test_dashboard_live(server: Server, corpus: list[Clip], browser: Browser) ->
         assert console.errors == []
 
         # An API error is shown in the page (and the browser logs the failed request).
-        page.set_input_files(
-            "#try-file", files=[{"name": "noise.wav", "mimeType": "audio/wav", "buffer": b"x" * 64}]
-        )
+        noise: FilePayload = {"name": "noise.wav", "mimeType": "audio/wav", "buffer": b"x" * 64}
+        page.set_input_files("#try-file", files=[noise])
         page.click("#try-submit")
         page.wait_for_selector("#try-error:not([hidden])", timeout=WAIT_MS)
         assert "415" in page.inner_text("#try-error")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import openai
@@ -18,10 +18,11 @@ from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.server import ServerProcess
 from asrserve.corpus import Clip
 from asrserve.wer import wer_one
-from tests.cluster import Cluster, wait_until
-from tests.conftest import Receiver
-from tests.test_api_e2e import submit_job, transcribe_text, wait_job
-from tests.test_batch_api import create_batch, line, upload_audio
+from tests.support.api import submit_job, transcribe_text, wait_job
+from tests.support.batches import create_batch, line, upload_audio
+from tests.support.cluster import Cluster
+from tests.support.servers import Receiver
+from tests.support.wait import wait_until
 
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 
@@ -57,6 +58,25 @@ def queue_is_empty(cluster: Cluster) -> bool:
         return all(client.xlen(s) == 0 for s in streams) and not client.hlen("asrserve:queued")
     finally:
         client.close()
+
+
+def batch_jobs(cluster: Cluster, batch_id: str) -> dict[str, str]:
+    """Each job of the batch and its status, as stored in Redis."""
+    client = cluster.client()
+    try:
+        members = cast(list[bytes], client.zrange(f"asrserve:jobs:batch:{batch_id}", 0, -1))
+        ids = [member.decode() for member in members]
+        docs = client.mget([f"asrserve:job:{i}" for i in ids]) if ids else []
+    finally:
+        client.close()
+    return {i: json.loads(doc)["status"] for i, doc in zip(ids, docs, strict=True) if doc}
+
+
+def in_the_aof(cluster: Cluster, job_ids: list[str]) -> bool:
+    """Whether redis-server has written every one of the jobs to its append-only file (what
+    a SIGKILL of redis-server, unlike a power cut, cannot take back)."""
+    aof = b"".join(path.read_bytes() for path in cluster.redis.dir.rglob("*.aof*"))
+    return all(job_id.encode() in aof for job_id in job_ids)
 
 
 def test_two_api_nodes_three_workers_200_requests_exactly_once(
@@ -105,10 +125,16 @@ def test_kill_9_worker_mid_batch(cluster: Cluster, short_clips: list[Clip]) -> N
         counts = client.batches.retrieve(batch_id).request_counts
         return counts.completed if counts is not None else 0
 
-    wait_until(lambda: progress() >= 4, 180, "the batch to be under way")
+    def in_flight() -> list[str]:  # the jobs the worker is running, once it is under way
+        statuses = batch_jobs(cluster, batch_id)
+        done = sum(status == "succeeded" for status in statuses.values())
+        return [j for j, status in statuses.items() if status == "running"] if done >= 4 else []
+
+    running = wait_until(in_flight, 180, "the batch to be under way, a job running")
     doomed.kill()
-    before = progress()
-    assert before < 36, "the batch finished before the worker could be killed"
+    # what was running as it was killed was never finished there: it was in flight
+    assert not set(running) & {job_id for job_id, _ in doomed.finished_jobs()}, running
+    assert progress() < 36, "the batch finished before the worker could be killed"
     cluster.worker()
     wait_until(lambda: client.batches.retrieve(batch_id).status == "completed", 240, "the batch")
     done = client.batches.retrieve(batch_id)
@@ -122,7 +148,7 @@ def test_kill_9_worker_mid_batch(cluster: Cluster, short_clips: list[Clip]) -> N
         text = entry["response"]["body"]["text"]
         assert wer_one(short_clips[i % len(short_clips)].text, text) <= 0.25
     ids = {job_id for w in cluster.workers for job_id, _ in w.finished_jobs()}
-    assert len(ids) == 36
+    assert len(ids) == 36 and set(running) <= ids  # the interrupted ones ran again, elsewhere
     exactly_once(cluster, ids)
     assert queue_is_empty(cluster)
 
@@ -158,27 +184,26 @@ def test_a_job_that_kills_its_worker_every_time_is_dead_lettered(
     cluster.env["ASRSERVE_MAX_ATTEMPTS"] = "2"
     api = cluster.api()
     for _ in range(2):
-        cluster.worker(module="tests.crashing_worker")
+        cluster.worker(module="tests.support.crashing_worker")
     http = httpx.Client(base_url=api.url, timeout=TIMEOUT)
     poison = tmp_path / "poison.wav"
     poison.write_bytes(short_clips[0].path.read_bytes())
     bad = submit_job(http, poison)["id"]
     good = [submit_job(http, short_clips[n % 3].path)["id"] for n in range(8)]
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:  # a supervisor: restart the workers that died
+
+    def dead_lettered() -> dict[str, Any] | None:  # a supervisor: restart the workers that died
         for worker in cluster.workers:
             if not worker.alive:
                 worker.start()
-        job = http.get(f"/v1/jobs/{bad}").json()
-        if job["status"] == "failed":
-            break
-        time.sleep(0.3)
-    assert job["status"] == "failed", cluster.logs()
+        job: dict[str, Any] = http.get(f"/v1/jobs/{bad}").json()
+        return job if job["status"] == "failed" else None
+
+    job = wait_until(dead_lettered, 180, cluster.logs, every=0.3)
     assert job["error"]["code"] == "too_many_attempts", job
     for job_id in good:
         assert wait_job(http, job_id, wait=30)["status"] == "succeeded"
     client = cluster.client()
-    dead = client.xrange("asrserve:dead")
+    dead = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange("asrserve:dead"))
     client.close()
     assert [entry[b"job_id"].decode() for _, entry in dead] == [bad]
     assert dead[0][1][b"reason"] == b"started 2 times without finishing"
@@ -257,12 +282,13 @@ def test_the_leader_api_node_dies_and_another_takes_over(
 
 
 def test_queued_jobs_survive_a_redis_crash(cluster: Cluster, short_clips: list[Clip]) -> None:
-    """SIGKILL, not a clean shutdown: with ``appendfsync everysec`` what was accepted more
-    than a second before the crash is on disk, and runs once Redis is back."""
+    """SIGKILL, not a clean shutdown: accepted jobs that redis-server has written to its
+    append-only file (``appendfsync everysec``) are there after the crash, and run once Redis
+    is back."""
     api = cluster.api()
     with httpx.Client(base_url=api.url, timeout=TIMEOUT) as http:
         jobs = [submit_job(http, short_clips[n % 3].path)["id"] for n in range(8)]
-        time.sleep(2.0)  # past the AOF's once-a-second fsync
+        wait_until(lambda: in_the_aof(cluster, jobs), 10, "the jobs in the append-only file")
         cluster.redis.kill()
         cluster.redis.start()
         cluster.worker()

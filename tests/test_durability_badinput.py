@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import random
 import sqlite3
-import time
 import wave
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,10 @@ import pytest
 
 from asrserve.corpus import Clip, convert
 from asrserve.wer import wer_one
-from tests.conftest import Server
+from tests.support.api import wait_job
+from tests.support.errors import assert_error
+from tests.support.servers import Limited, Server
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +37,6 @@ MAX_JOB_BYTES = 300_000
 MAX_SECONDS = 10
 GOOD_CLIP = "clip_09.m4a"
 TOO_LONG_CLIP = "clip_02.mp3"  # 21 s but only 85 KB: over the duration limit, not the byte one
-
-UNSET: Any = object()
 
 
 def by_name(corpus: list[Clip]) -> dict[str, Clip]:
@@ -77,19 +75,14 @@ def _statuses(client: httpx.Client, ids: list[str]) -> dict[str, str]:
 
 
 def _kill_mid_work(srv: Server, client: httpx.Client, ids: list[str]) -> None:
-    """SIGKILL once something runs and something is still queued, ideally after a success."""
-    start = time.monotonic()
-    while True:
-        statuses = _statuses(client, ids).values()
-        elapsed = time.monotonic() - start
-        busy = "running" in statuses and "queued" in statuses
-        if busy and ("succeeded" in statuses or elapsed > 15):
-            break
-        assert "queued" in statuses or "running" in statuses, (
-            f"every job finished before the kill could happen: {statuses}"
-        )
-        assert elapsed < 60, f"no job started within 60 s: {statuses}\n{srv.log()}"
-        time.sleep(0.05)
+    """SIGKILL once one job has succeeded while another runs and others are still queued."""
+
+    def mid_work() -> bool:
+        statuses = set(_statuses(client, ids).values())
+        assert "queued" in statuses, f"every job started before the kill could happen: {statuses}"
+        return {"succeeded", "running", "queued"} <= statuses
+
+    wait_until(mid_work, 60, lambda: f"a success and a running job\n{srv.log()}", every=0.05)
     srv.kill()
     assert srv.proc is not None and srv.proc.returncode == -9
 
@@ -130,18 +123,8 @@ def test_sigkill_mid_work_then_restart_finishes_every_job_once(
     )
 
     second = make_server(data_dir).start()
-    deadline = time.monotonic() + 120
-    final: dict[str, dict[str, Any]] = {}
     with httpx.Client(base_url=second.url, timeout=60) as client:
-        for job_id in ids:
-            while True:
-                resp = client.get(f"{JOBS}/{job_id}", params={"wait": 30})
-                assert resp.status_code == 200, resp.text
-                job = resp.json()
-                if job["status"] not in ("queued", "running"):
-                    break
-                assert time.monotonic() < deadline, f"{job_id} not done:\n{second.log()}"
-            final[job_id] = job
+        final = {job_id: wait_job(client, job_id, timeout=120) for job_id in ids}
 
         listed = client.get(JOBS, params={"limit": 100})
         assert listed.status_code == 200, listed.text
@@ -192,32 +175,6 @@ def test_sigkill_mid_work_then_restart_finishes_every_job_once(
 # --------------------------------------------------------------------------------------
 
 
-@dataclass
-class Limited:
-    server: Server
-    client: httpx.Client
-
-    @property
-    def audio_dir(self) -> Path:
-        return self.server.data_dir / "audio"
-
-    def audio_files(self) -> set[str]:
-        return set(os.listdir(self.audio_dir)) if self.audio_dir.exists() else set()
-
-    def healthy(self) -> None:
-        assert self.server.proc is not None and self.server.proc.poll() is None, self.server.log()
-        assert self.client.get("/healthz").json() == {"status": "ok"}
-
-    def rejected(self, path: str, **kwargs: Any) -> httpx.Response:
-        """POST something the server must turn away: no file may stay behind."""
-        before = self.audio_files()
-        resp = self.client.post(path, **kwargs)
-        left = self.audio_files() - before
-        assert not left, f"{path} left {left} in {self.audio_dir} after {resp.status_code}"
-        self.healthy()
-        return resp
-
-
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Limited]:
     env = {
@@ -232,29 +189,6 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Limited]:
             yield Limited(srv, client)
     finally:
         srv.stop()
-
-
-def assert_error(
-    resp: httpx.Response,
-    status: int,
-    *,
-    code: str | None = UNSET,
-    param: str | None = UNSET,
-    kind: str = "invalid_request_error",
-) -> dict[str, Any]:
-    assert resp.status_code == status, resp.text
-    assert resp.headers["content-type"].startswith("application/json")
-    body = resp.json()
-    assert set(body) == {"error"}, body
-    error: dict[str, Any] = body["error"]
-    assert set(error) == {"message", "type", "param", "code"}, error
-    assert isinstance(error["message"], str) and error["message"]
-    assert error["type"] == kind, error
-    if code is not UNSET:
-        assert error["code"] == code, error
-    if param is not UNSET:
-        assert error["param"] == param, error
-    return error
 
 
 @pytest.fixture(scope="module")
@@ -314,48 +248,47 @@ def corrupt_files(corpus: list[Clip], tmp_path_factory: pytest.TempPathFactory) 
     }
 
 
-CORRUPT = (
-    "truncated.mp3",
-    "truncated.m4a",
-    "truncated.ogg",
-    "noise.wav",
-    "riff-garbage.wav",
-    "corrupt-middle.m4a",
-)
+# What each damaged file gives: the sync status, and the job's fate (refused at upload with
+# 415, or the status it ends in). Whatever FFmpeg can still read is transcribed (a partial or
+# empty transcript); corrupt-middle.m4a passes the probe and fails in the decoder.
+CORRUPT = {
+    "truncated.mp3": (200, "succeeded"),
+    "truncated.m4a": (415, "refused"),
+    "truncated.ogg": (415, "refused"),
+    "noise.wav": (200, "succeeded"),
+    "riff-garbage.wav": (415, "refused"),
+    "corrupt-middle.m4a": (415, "failed"),
+}
 
 
-@pytest.mark.parametrize("name", CORRUPT)
+@pytest.mark.parametrize(("name", "expected"), CORRUPT.items(), ids=list(CORRUPT))
 def test_corrupt_audio_is_415_or_a_transcript(
-    limited: Limited, corrupt_files: dict[str, bytes], name: str
+    limited: Limited, corrupt_files: dict[str, bytes], name: str, expected: tuple[int, str]
 ) -> None:
     """Damaged audio: whatever FFmpeg can still read is transcribed, the rest is a 415.
-
-    Observed: truncated.mp3 and noise.wav give 200 (a partial/empty transcript); the others
-    415 unsupported_audio (corrupt-middle.m4a from the decoder, via a failed job). Never 500.
-    """
+    Never a 500."""
+    sync_status, job_fate = expected
     payload = corrupt_files[name]
     resp = limited.client.post(SYNC, files={"file": (name, payload)})
     limited.healthy()
-    assert resp.status_code in (200, 415), resp.text
-    if resp.status_code == 415:
+    if sync_status == 415:
         assert_error(resp, 415, code="unsupported_audio", param="file")
     else:
-        assert isinstance(resp.json()["text"], str)
-    print(f"\n{name}: sync {resp.status_code} {resp.text[:100]}")
+        assert resp.status_code == 200, resp.text
+        assert set(resp.json()) == {"text"}, resp.text
 
     resp = limited.client.post(JOBS, files={"file": (name, payload)})
     limited.healthy()
-    assert resp.status_code in (202, 415), resp.text
-    if resp.status_code == 415:
+    if job_fate == "refused":
         assert_error(resp, 415, code="unsupported_audio", param="file")
         return
-    job = limited.client.get(f"{JOBS}/{resp.json()['id']}", params={"wait": 30}).json()
-    assert job["status"] in ("succeeded", "failed"), job
-    if job["status"] == "failed":
+    assert resp.status_code == 202, resp.text
+    job = wait_job(limited.client, resp.json()["id"])
+    assert job["status"] == job_fate, job
+    if job_fate == "failed":
         assert job["error"]["status"] == 415 and job["error"]["code"] == "unsupported_audio"
         transcript = limited.client.get(f"{JOBS}/{job['id']}/transcript")
         assert_error(transcript, 415, code="unsupported_audio", param="file")
-    print(f"{name}: job {job['status']} {job['error']}")
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from asrserve.local import transcribe_prepared
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
 from asrserve.wer import wer
-from tests.conftest import REAL_SPEECH, ROOT
+from tests.support.servers import REAL_SPEECH, ROOT
 
 pytestmark = pytest.mark.slow
 ADAPTIVE = Settings().encoder_windows_s

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
+import re
 import select
 import signal
 import socket
 import sqlite3
 import subprocess
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pytest
@@ -39,13 +38,15 @@ from asrserve.api.uploads import (
 )
 from asrserve.corpus import Clip
 from asrserve.wer import wer_one
-from tests.conftest import Server
+from tests.support.api import wait_job
+from tests.support.raw_http import BOUNDARY, multipart_head, read_response
+from tests.support.servers import Server
+from tests.support.wait import wait_until
 
 MIB = 1024 * 1024
 SYNC = "/v1/audio/transcriptions"
 JOBS = "/v1/jobs"
 FILES = "/v1/files"
-BOUNDARY = "asrserve-fault-boundary-5d1e"
 SHORT_CLIPS = ("clip_09.m4a", "clip_00.wav", "clip_05.wav")
 
 slow = pytest.mark.slow
@@ -110,7 +111,19 @@ def fill(folder: Path, leave: int = 0) -> Path:
     return path
 
 
-def assert_error(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
+class Answer(Protocol):
+    """A response from httpx or from the TestClient (which may use its own httpx copy)."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    def json(self) -> Any: ...
+
+
+def assert_error(resp: Answer, status: int, code: str) -> dict[str, Any]:
     """An OpenAI-shaped error with this status and code and a usable message."""
     assert resp.status_code == status, resp.text
     body = resp.json()
@@ -122,7 +135,7 @@ def assert_error(resp: httpx.Response, status: int, code: str) -> dict[str, Any]
     return error
 
 
-def assert_retry_after(resp: httpx.Response) -> int:
+def assert_retry_after(resp: Answer) -> int:
     retry = resp.headers.get("retry-after", "")
     assert retry.isdigit() and int(retry) >= 1, dict(resp.headers)
     return int(retry)
@@ -146,29 +159,18 @@ def upload_files(clip: Clip) -> dict[str, tuple[str, bytes]]:
     return {"file": (clip.path.name, clip.path.read_bytes())}
 
 
-def wait_done(client: httpx.Client, job_id: str, timeout: float = 120.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        job: dict[str, Any] = client.get(f"{JOBS}/{job_id}", params={"wait": 20}).json()
-        if job["status"] not in ("queued", "running"):
-            return job
-        assert time.monotonic() < deadline, f"{job_id} still {job['status']}"
+STORE_RETRY = re.compile(r"store failed \((.+?)\); retrying")  # Consumer.durably's warning
+
+
+def full_log(srv: Server) -> str:
+    assert srv.log_path is not None
+    return srv.log_path.read_text(errors="replace")
 
 
 def healthy(srv: Server, client: httpx.Client) -> None:
     assert srv.proc is not None and srv.proc.poll() is None, srv.log()
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get(JOBS).status_code == 200
-
-
-def multipart_head(filename: str = "stalled.wav") -> bytes:
-    return (
-        f"--{BOUNDARY}\r\n"
-        'Content-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n'
-        f"--{BOUNDARY}\r\n"
-        f'Content-Disposition: form-data; name="file"; filename="{filename}"\r\n'
-        "Content-Type: application/octet-stream\r\n\r\n"
-    ).encode()
 
 
 def open_upload(port: int, path: str, declared: int = 200_000, sent: int = 4096) -> socket.socket:
@@ -181,22 +183,6 @@ def open_upload(port: int, path: str, declared: int = 200_000, sent: int = 4096)
     ).encode()
     sock.sendall(head + multipart_head() + bytes(sent))
     return sock
-
-
-def read_response(sock: socket.socket) -> tuple[int, dict[str, str], dict[str, Any], bool]:
-    """Status, headers and JSON body of the one response; and whether the server closed."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        received = sock.recv(65536)
-        assert received, f"the server closed the connection without an answer: {data!r}"
-        data += received
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
-    while len(body) < int(headers["content-length"]):
-        body += sock.recv(65536)
-    closed = sock.recv(1) == b""
-    return int(lines[0].split()[1]), headers, json.loads(body), closed
 
 
 def trickle(sock: socket.socket, every: float) -> tuple[int, dict[str, str], dict[str, Any], bool]:
@@ -406,7 +392,7 @@ def _disk_full_scenario(
     refuse_every_upload(client, clips[SHORT_CLIPS[0]], 507, "insufficient_storage", data_dir)
     healthy(srv, client)
     for job_id in accepted:
-        job = wait_done(client, job_id)
+        job = wait_job(client, job_id)
         assert job["status"] == "succeeded" and job["result"]["text"].strip(), job
 
     filler = fill(data_dir)  # someone else takes the rest: not a byte left
@@ -420,7 +406,7 @@ def _disk_full_scenario(
     clip = clips[SHORT_CLIPS[2]]
     resp = client.post(JOBS, files=upload_files(clip))
     assert resp.status_code == 202, resp.text
-    assert wait_done(client, resp.json()["id"])["status"] == "succeeded"
+    assert wait_job(client, resp.json()["id"])["status"] == "succeeded"
     resp = client.post(SYNC, files=upload_files(clip))
     assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
 
@@ -451,7 +437,7 @@ def test_read_only_data_dir(corpus: list[Clip], make_server: type[Server], tmp_p
                 assert_retry_after(resp)
             assert listing(data_dir) == before
             healthy(srv, client)
-            job = wait_done(client, accepted)
+            job = wait_job(client, accepted)
             assert job["status"] == "succeeded", job
         resp = client.post(SYNC, files=upload_files(clips[SHORT_CLIPS[0]]))
         assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
@@ -479,7 +465,6 @@ def test_stalled_upload_gets_408(
         "ASRSERVE_UPLOAD_TIMEOUT_S": str(TOTAL_S),
     }
     srv = make_server(tmp_path / "data", env=env).start()
-    start = time.monotonic()
     with (
         open_upload(srv.port, JOBS) as stalled,
         open_upload(srv.port, SYNC) as trickling,
@@ -489,23 +474,18 @@ def test_stalled_upload_gets_408(
         with httpx.Client(base_url=srv.url, timeout=60) as client:
             resp = client.post(SYNC, files=upload_files(clip))  # served while the two hang
             assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
-            served = time.monotonic() - start
-            assert served < IDLE_S, f"the sync request took {served:.1f} s"
+            assert not select.select([stalled], [], [], 0)[0], "the stalled upload was answered"
 
             status, headers, body, closed = read_response(stalled)
-            idle = time.monotonic() - start
             assert status == 408 and body["error"]["code"] == "upload_timeout", body
             assert f"sent nothing for {IDLE_S:g} s" in body["error"]["message"]
-            assert IDLE_S <= idle < IDLE_S + 3, idle
             assert closed and headers["connection"] == "close"
+            assert not trickled.done(), "the trickling upload ended before the stalled one"
 
             status, _, body, closed = trickled.result(timeout=TOTAL_S + 10)
-            total = time.monotonic() - start
             assert status == 408 and body["error"]["code"] == "upload_timeout", body
             assert f"took longer than {TOTAL_S:g} s" in body["error"]["message"]
-            assert TOTAL_S <= total < TOTAL_S + 3, total
             assert closed
-            print(f"\nsync in {served:.2f} s; 408 after {idle:.2f} s idle, {total:.2f} s total")
 
             healthy(srv, client)
             jobs = {job["id"] for job in client.get(JOBS).json()["data"]}
@@ -530,26 +510,34 @@ def test_uploads_past_the_limit_get_503(
         for holder in holders:
             stack.enter_context(holder)
         probe = {"purpose": "audio"}, {"file": ("empty.bin", b"")}  # 400 once past the gate
-        deadline = time.monotonic() + 10
-        while (resp := client.post(FILES, data=probe[0], files=probe[1])).status_code != 503:
-            assert resp.status_code == 400, resp.text
-            assert time.monotonic() < deadline, "the two held uploads never filled the slots"
+
+        def slots_full() -> bool:
+            resp = client.post(FILES, data=probe[0], files=probe[1])
+            if resp.status_code == 503:
+                return True
+            assert resp.status_code == 400, resp.text  # past the gate: not full yet
+            return False
+
+        wait_until(slots_full, 10, "the two held uploads to fill the slots", every=0)
         before = listing(srv.data_dir)
         for path in (SYNC, JOBS):
-            start = time.monotonic()
             resp = client.post(path, files=upload_files(clip))
-            elapsed = time.monotonic() - start
             error = assert_error(resp, 503, "too_many_uploads")
             assert "2 uploads" in error["message"], error
             assert_retry_after(resp)
-            assert elapsed < 2.0, elapsed  # refused before its body is read
+            with open_upload(srv.port, path, sent=0) as sock:  # answered with no body sent
+                status, _, body, _ = read_response(sock)
+            assert (status, body["error"]["code"]) == (503, "too_many_uploads"), body
         assert listing(srv.data_dir) == before
         healthy(srv, client)
 
         holders.pop().close()  # a client gives up: its slot and its partial file go
-        deadline = time.monotonic() + 10
-        while (resp := client.post(SYNC, files=upload_files(clip))).status_code == 503:
-            assert time.monotonic() < deadline, "the slot was never freed"
+
+        def served() -> httpx.Response | None:
+            resp = client.post(SYNC, files=upload_files(clip))
+            return None if resp.status_code == 503 else resp
+
+        resp = wait_until(served, 10, "the slot to be freed", every=0)
         assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
         files = client.get(FILES).json()["data"]
         assert files == [] and os.listdir(srv.data_dir / "files") == []
@@ -570,32 +558,33 @@ def jobs_at_rest(data_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def wait_running(client: httpx.Client, job_id: str) -> None:
-    deadline = time.monotonic() + 60
-    while client.get(f"{JOBS}/{job_id}").json()["status"] != "running":
-        assert time.monotonic() < deadline, f"{job_id} never started"
-        time.sleep(0.05)  # polling another process's state: nothing to subscribe to
+    def running() -> bool:
+        return bool(client.get(f"{JOBS}/{job_id}").json()["status"] == "running")
+
+    wait_until(running, 60, f"{job_id} to start", every=0.05)
 
 
-def sigterm(srv: Server, grace: float) -> tuple[float, float]:
-    """SIGTERM; seconds until new connections are refused, and until the process exits."""
+def refuses_connections(srv: Server) -> bool:
+    try:
+        httpx.get(f"{srv.url}/healthz", timeout=1)
+    except httpx.ConnectError:
+        return True
+    except (httpx.ReadError, httpx.RemoteProtocolError):
+        pass  # accepted just as the listener closed, then reset: poll again
+    return False
+
+
+def sigterm(srv: Server, grace: float) -> None:
+    """SIGTERM: new connections are refused while the process still drains; then it exits
+    cleanly."""
     assert srv.proc is not None
-    start = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
-    while True:
-        try:
-            httpx.get(f"{srv.url}/healthz", timeout=1)
-        except httpx.ConnectError:
-            break
-        except (httpx.ReadError, httpx.RemoteProtocolError):
-            pass  # accepted just as the listener closed, then reset: poll again
-        assert time.monotonic() - start < 5, "still accepting connections 5 s after SIGTERM"
-        time.sleep(0.02)
-    refused = time.monotonic() - start
-    assert srv.proc.poll() is None or grace == 0, "exited before the drain could be seen"
+    wait_until(lambda: refuses_connections(srv), 30, "connections to be refused", every=0.02)
+    if grace > 0:
+        assert srv.proc.poll() is None, "exited before the drain could be seen"
     # uvicorn re-raises the signal once it has shut down cleanly
-    assert srv.proc.wait(grace + 15) in (0, -signal.SIGTERM), srv.log()
+    assert srv.proc.wait(grace + 15) == -signal.SIGTERM, srv.log()
     assert "Application shutdown complete" in srv.log()
-    return refused, time.monotonic() - start
 
 
 @slow
@@ -618,8 +607,7 @@ def test_sigterm_drains_in_flight_and_keeps_the_rest(
             assert resp.status_code == 202, resp.text
             ids.append(resp.json()["id"])
         wait_running(client, ids[0])
-    refused, exited = sigterm(first, 60)
-    print(f"\ngrace 60 s: refused after {refused:.2f} s, drained and exited after {exited:.2f} s")
+    sigterm(first, 60)
     rest = jobs_at_rest(data_dir)
     assert rest[ids[0]] == {**rest[ids[0]], "status": "succeeded", "attempts": 1}
     for job_id in ids[1:]:
@@ -634,8 +622,7 @@ def test_sigterm_drains_in_flight_and_keeps_the_rest(
     second = make_server(data_dir, env={**env, "ASRSERVE_SHUTDOWN_GRACE_S": "0"}).start()
     with httpx.Client(base_url=second.url, timeout=60) as client:
         wait_running(client, ids[1])
-    refused, exited = sigterm(second, 0)
-    print(f"grace 0 s: refused after {refused:.2f} s, exited after {exited:.2f} s")
+    sigterm(second, 0)
     rest = jobs_at_rest(data_dir)
     assert rest[ids[1]]["claimed"] == 0 and not rest[ids[1]]["has_result"], rest[ids[1]]
     # handed back as it was: queued again, the interrupted attempt not counted
@@ -644,7 +631,7 @@ def test_sigterm_drains_in_flight_and_keeps_the_rest(
 
     third = make_server(data_dir).start()
     with httpx.Client(base_url=third.url, timeout=60) as client:
-        final = {job_id: wait_done(client, job_id) for job_id in ids}
+        final = {job_id: wait_job(client, job_id) for job_id in ids}
     third.stop()
     for job_id, name in zip(ids, names, strict=True):
         job = final[job_id]
@@ -662,8 +649,9 @@ def test_sigterm_drains_in_flight_and_keeps_the_rest(
 def test_jobs_survive_the_disk_filling_under_them(
     corpus: list[Clip], make_server: type[Server], tmp_path: Path
 ) -> None:
-    """Another process fills the disk to the last byte while jobs run; once space is freed
-    the accepted jobs must complete without a restart."""
+    """Another process fills the disk to the last byte while jobs run: storing the running
+    job's result fails, and is retried until space is freed; then the accepted jobs all
+    complete, without a restart."""
     clips = by_name(corpus)
     with tmpfs(tmp_path / "data", DISK_RESERVE_BYTES + 16 * MIB) as data_dir:
         srv = make_server(data_dir, env={"ASRSERVE_PREFETCH_JOBS": "1"}).start()
@@ -676,9 +664,12 @@ def test_jobs_survive_the_disk_filling_under_them(
                     ids.append(resp.json()["id"])
                 wait_running(client, ids[0])
                 filler = fill(data_dir)
-                time.sleep(7)  # the long job (~6 s) ends while the disk is full
+                failed = wait_until(lambda: STORE_RETRY.search(full_log(srv)), 120, srv.log)
+                print(f"\nwith the disk full: {failed[0]}")
+                # not stored: the job is still running, its result held in memory
+                assert client.get(f"{JOBS}/{ids[0]}").json()["status"] == "running"
                 filler.unlink()
                 for job_id in ids:
-                    assert wait_done(client, job_id, timeout=20)["status"] == "succeeded"
+                    assert wait_job(client, job_id, timeout=20)["status"] == "succeeded"
         finally:
             srv.stop()

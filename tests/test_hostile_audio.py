@@ -17,9 +17,9 @@ import pytest
 
 from asrserve.bench.soak import RssSampler, rss_bytes
 from asrserve.corpus import Clip, write_wav
-from tests.conftest import Server
-from tests.keys import auth, new_key
-from tests.payloads import Speech, flac_total_samples
+from tests.support.keys import auth, new_key
+from tests.support.payloads import Speech, flac_total_samples
+from tests.support.servers import Server
 
 pytestmark = pytest.mark.slow
 

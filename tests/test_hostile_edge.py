@@ -15,16 +15,16 @@ import re
 import select
 import socket
 import stat
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from asrserve.corpus import Clip
-from tests.conftest import Server
-from tests.keys import auth, new_key
-from tests.test_faults import BOUNDARY, multipart_head, read_response
+from tests.support.keys import auth, new_key
+from tests.support.raw_http import BOUNDARY, multipart_head, read_response
+from tests.support.servers import Server
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -220,10 +220,13 @@ def test_an_aborted_upload_logs_one_line_and_leaves_nothing(
         open_server.port, SYNC, declared=len(data) + 1000, body=data[: len(data) // 2]
     )
     sock.close()
-    deadline = time.monotonic() + 120  # a generous bound on another process: not a timing claim
-    while "upload aborted" not in (log := open_server.log_path.read_text(errors="replace")[start:]):
-        assert time.monotonic() < deadline, log[-3000:]
-        time.sleep(0.05)  # polling another process's log: nothing to subscribe to
+    log_path = open_server.log_path
+
+    def aborted() -> str | None:
+        log = log_path.read_text(errors="replace")[start:]
+        return log if "upload aborted" in log else None
+
+    log = wait_until(aborted, 120, lambda: log_path.read_text()[-3000:], every=0.05)
     assert log.count("upload aborted") == 1, log[-3000:]
     assert "Traceback" not in log and "Exception in ASGI application" not in log, log[-3000:]
     assert (set(os.listdir(audio)) if audio.exists() else set()) == before

@@ -24,10 +24,10 @@ import httpx
 import openai
 import pytest
 
-from asrserve.api.forms import MAX_PROMPT_CHARS
 from asrserve.bench.soak import rss_bytes
-from tests.conftest import Server
-from tests.test_batch_api import ENDPOINT, client_for, create_batch, ended, line, wait_for
+from asrserve.requests import MAX_PROMPT_CHARS
+from tests.support.batches import ENDPOINT, client_for, create_batch, ended, line, wait_for
+from tests.support.servers import Server
 
 MIB = 1024 * 1024
 BATCH_API_MAX_REQUESTS = 3

@@ -10,7 +10,7 @@ import pytest
 
 from asrserve.corpus import Clip
 from asrserve.wer import wer
-from tests.conftest import Server
+from tests.support.servers import Server
 
 pytestmark = pytest.mark.slow
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import math
 import random
 import subprocess
 import sys
@@ -11,17 +13,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from asrserve.batcher.policies import Selection, select_batch
 from asrserve.batcher.stats import BatchRecord
 from asrserve.corpus import Clip
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions
 from asrserve.settings import Settings
+from asrserve.tune.chunks import chunk_durations, window_frames
 from asrserve.tune.cli import recommend
 from asrserve.tune.model import LatencyModel, fit, fit_overhead
 from asrserve.tune.recorder import ARRIVALS, BATCHES, TrafficRecorder, read_rows
-from asrserve.tune.select import Pending, chunk_durations, window_frames
-from asrserve.tune.simulator import Request, Setting, simulate
-from tests.conftest import Server
+from asrserve.tune.simulator import Request, Service, Setting, simulate
+from tests.support.servers import Server
 
 MODEL = LatencyModel(a=0.05, b=0.02, c=0.1, whole_b=0.04, whole_c=0.05)
 ZERO = LatencyModel(0.0, 0.0, 0.0, 0.0, 0.0)
@@ -76,8 +77,8 @@ def test_larger_batches_under_load() -> None:
 
 def test_devices_run_in_parallel_and_none_uses_the_whole_file_model() -> None:
     requests = [Request(0.0, 20.0), Request(0.0, 20.0)]
-    one = simulate(requests, Setting("none"), MODEL, devices=1)
-    two = simulate(requests, Setting("none"), MODEL, devices=2)
+    one = simulate(requests, Setting("none"), MODEL, Service(devices=1))
+    two = simulate(requests, Setting("none"), MODEL, Service(devices=2))
     assert sorted(one.latencies) == pytest.approx([MODEL.whole(20.0), 2 * MODEL.whole(20.0)])
     assert two.latencies == pytest.approx([MODEL.whole(20.0)] * 2)
 
@@ -86,10 +87,30 @@ def test_only_prefetch_jobs_are_in_flight() -> None:
     burst = [Request(0.0, 12.0)] * 4
     together = simulate(burst, Setting("window", 4, 50.0), MODEL)
     assert together.mean_batch == 4.0
-    two_by_two = simulate(burst, Setting("window", 4, 50.0), MODEL, prefetch=2)
+    two_by_two = simulate(burst, Setting("window", 4, 50.0), MODEL, Service(prefetch=2))
     assert two_by_two.mean_batch == 2.0  # only two jobs claimed: the window times out
     first = 0.05 + MODEL.batch(2, 24.0)
     assert two_by_two.latencies == pytest.approx([first, first, 2 * first, 2 * first])
+
+
+def test_offline_work_waits_out_the_holdoff_after_online_work() -> None:
+    requests = [Request(0.0, 12.0), Request(0.05, 12.0, Priority.OFFLINE)]
+    outcome = simulate(requests, Setting("greedy", 16), MODEL, Service(offline_holdoff=0.2))
+    online = MODEL.batch(1, 12.0)  # the offline request arrives while this runs
+    offline = online + 0.2 + MODEL.batch(1, 12.0) - 0.05
+    assert outcome.latencies == pytest.approx([online, offline])
+
+
+def test_aged_offline_work_neither_heads_nor_rides_in_an_online_batch() -> None:
+    requests = [
+        Request(0.0, 30.0),  # keeps the device busy past the offline request's max_age
+        Request(0.01, 12.0, Priority.OFFLINE),
+        Request(0.02, 12.0),
+    ]
+    service = Service(max_age=0.5, offline_holdoff=0.0)
+    outcome = simulate(requests, Setting("greedy", 16), MODEL, service)
+    online_end = MODEL.batch(1, 30.0) + MODEL.batch(1, 12.0)
+    assert outcome.latencies[2] == pytest.approx(online_end - 0.02)
 
 
 def test_simulation_is_deterministic_and_counts_chunks() -> None:
@@ -118,32 +139,14 @@ def test_chunks_and_windows_match_the_service() -> None:
         assert window_frames(duration, windows) == service_window_frames(duration, windows)
 
 
-def test_pending_selects_like_select_batch() -> None:
-    rng = random.Random(11)
-    for trial in range(200):
-        pending = Pending()
-        mirror = []
-        now = 0.0
-        for _ in range(rng.randint(1, 40)):
-            now += rng.random()
-            job = rng.randint(0, 8)
-            window = rng.choice((500, 1000, 3000))
-            mirror.append(pending.add(job, job % 3, rng.uniform(1, 30), window, now))
-        limit = rng.choice((1, 2, 4, 8))
-        at = now + rng.choice((0.0, 5.0, 40.0))
-        expected = select_batch(mirror, at, Selection(limit, 30.0))
-        taken = pending.take(at, limit, 30.0)
-        assert [i.seq for i in taken] == [i.seq for i in expected], trial
-        assert len(pending) == len(mirror) - len(taken)
-
-
-def test_simulation_is_fast() -> None:
-    import time
-
+def test_an_overloaded_backlog_is_simulated_to_the_end() -> None:
+    """(How fast the simulator is, is the bench's to measure, not a test's.)"""
     requests = poisson(2.0, 3000, seed=2, lo=2.0, hi=60.0)  # overloaded: a long backlog
-    start = time.perf_counter()
-    simulate(requests, Setting("greedy", 8), MODEL)
-    assert time.perf_counter() - start < 1.0
+    outcome = simulate(requests, Setting("greedy", 8), MODEL)
+    assert len(outcome.latencies) == 3000
+    assert all(0 < latency < math.inf for latency in outcome.latencies)
+    # the backlog grows: the last arrivals wait longer than the first
+    assert sum(outcome.latencies[-100:]) > sum(outcome.latencies[:100])
 
 
 # --- latency model --------------------------------------------------------------------
@@ -164,15 +167,14 @@ def batch_rows(model: LatencyModel, count: int, seed: int = 0) -> list[dict[str,
 
 def test_fit_recovers_known_coefficients() -> None:
     fitted = fit(batch_rows(MODEL, 300))
-    assert (fitted.a, fitted.b, fitted.c, fitted.e) == (
-        pytest.approx(0.05, abs=2e-3),
-        pytest.approx(0.02, abs=2e-4),
-        pytest.approx(0.1, abs=5e-3),
-        pytest.approx(0.0, abs=5e-4),
-    )
+    assert fitted.a == pytest.approx(0.05, abs=2e-3)
+    assert fitted.b == pytest.approx(0.02, abs=2e-4)
+    assert fitted.c == pytest.approx(0.1, abs=5e-3)
+    assert fitted.e == pytest.approx(0.0, abs=5e-4)
     with_e = LatencyModel(0.0, 0.025, 0.0, 0.0, 0.0, e=0.02)
     refit = fit(batch_rows(with_e, 300))
-    assert (refit.b, refit.e) == (pytest.approx(0.025, abs=5e-4), pytest.approx(0.02, abs=2e-3))
+    assert refit.b == pytest.approx(0.025, abs=5e-4)
+    assert refit.e == pytest.approx(0.02, abs=2e-3)
     # Never a negative coefficient, even where plain least squares would give one.
     cheaper = [{"size": n, "audio_seconds": 10.0 * n, "compute": 1.0 - 0.01 * n} for n in (1, 2, 4)]
     clamped = fit(cheaper)
@@ -181,7 +183,7 @@ def test_fit_recovers_known_coefficients() -> None:
     singles = [{"size": 1, "audio_seconds": s, "compute": 0.04 * s + 0.05} for s in (3, 9, 20, 27)]
     whole = fit([row for row in batch_rows(MODEL, 50) if row["size"] > 1] + singles)
     assert whole.whole_batches == 4
-    assert (whole.whole_b, whole.whole_c) == (pytest.approx(0.04), pytest.approx(0.05))
+    assert [whole.whole_b, whole.whole_c] == pytest.approx([0.04, 0.05])
     with pytest.raises(ValueError):
         fit(batch_rows(MODEL, 2))
 
@@ -198,7 +200,7 @@ def test_overhead_is_the_arrival_to_enqueue_delay() -> None:
     for i, row in enumerate(batches):
         row["waits"] = [0.5 - (0.02 + 0.004 * 5.0 * (i + 1))]
     o0, o1 = fit_overhead(arrivals, batches)
-    assert (o0, o1) == (pytest.approx(0.02), pytest.approx(0.004))
+    assert [o0, o1] == pytest.approx([0.02, 0.004])
     assert fit_overhead([], batches) == (0.0, 0.0)
 
 
@@ -241,12 +243,20 @@ def test_recorder_writes_batches_and_follows_settings(tmp_path: Path) -> None:
     assert TrafficRecorder.from_settings(Settings(data_dir=tmp_path, record_traffic=False)) is None
 
 
-def test_recorder_survives_an_unwritable_folder(tmp_path: Path) -> None:
+def test_recorder_survives_an_unwritable_folder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A folder it cannot write to stops the recording with one warning, never an error."""
     recorder = TrafficRecorder(tmp_path / "rec")
     (tmp_path / "rec").rmdir()
     (tmp_path / "rec").write_text("not a folder")
-    recorder.arrival(job(1))  # logged once, never raised
-    recorder.arrival(job(2))
+    with caplog.at_level(logging.WARNING, logger="asrserve.tune.recorder"):
+        recorder.arrival(job(1))
+        recorder.arrival(job(2))
+    stopped = f"traffic recording stopped: cannot write {tmp_path / 'rec' / ARRIVALS}"
+    assert [record.getMessage() for record in caplog.records] == [stopped]
+    assert caplog.records[0].exc_info is not None
+    assert isinstance(caplog.records[0].exc_info[1], NotADirectoryError)
 
 
 @pytest.mark.slow
@@ -311,7 +321,8 @@ def test_cli_tables_recommends_and_plots(tmp_path: Path) -> None:
     for label in ("greedy batch 4", "greedy batch 16", "window batch 16 wait 50 ms", "none"):
         assert f"| {label} |" in out
     assert "batch latency = 50.0 ms × chunks" in out
-    assert "recommendation: greedy batch" in out or "recommendation: window batch" in out
+    # the recording and the simulator are deterministic: one setting comes out best
+    assert "recommendation: window batch 4 wait 50 ms with p99 ≤ 20000 ms:" in out
     page = plot.read_text()
     assert (
         page.startswith("<!DOCTYPE html>")

@@ -24,7 +24,8 @@ from asrserve.corpus import Clip
 from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus, new_job_id
 from asrserve.jobs.sqlite import SqliteJobStore
 from asrserve.sqlite import Database
-from tests.conftest import Server
+from tests.support.servers import Server
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -136,13 +137,13 @@ def refusal(response: httpx.Response) -> tuple[int, str, str]:
 def webhook_when(
     node: Server, job_id: str, done: Callable[[dict[str, Any]], bool]
 ) -> dict[str, Any]:
-    """The job's webhook state once ``done`` says so (or as it stands after 120 s)."""
-    deadline = time.monotonic() + 120
-    while True:
+    """The job's webhook state once ``done`` says so."""
+
+    def reached() -> dict[str, Any] | None:
         webhook: dict[str, Any] = httpx.get(f"{node.url}/v1/jobs/{job_id}").json()["webhook"]
-        if done(webhook) or time.monotonic() > deadline:
-            return webhook
-        time.sleep(0.05)  # the server's store: nothing to subscribe to over HTTP
+        return webhook if done(webhook) else None
+
+    return wait_until(reached, 120, f"the webhook of {job_id}", every=0.05)
 
 
 def files_under(path: Path) -> list[str]:

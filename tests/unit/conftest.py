@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import pytest
 import redis.asyncio as aioredis
 
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.sqlite import Database
+from tests.support.loop import Run
 
 T = TypeVar("T")
-
-
-class Run(Protocol):
-    """The ``run`` fixture: runs a coroutine on the test's one event loop."""
-
-    def __call__(self, coro: Awaitable[T], /) -> T: ...
 
 
 @pytest.fixture
@@ -30,11 +25,19 @@ def database(tmp_path: Path) -> Iterator[Database]:
 
 
 @pytest.fixture
-def run() -> Iterator[Callable[[Awaitable[T]], T]]:
+def run() -> Iterator[Run]:
     """Run coroutines on one event loop for the whole test (a Redis client's connections
     belong to the loop that opened them)."""
     with asyncio.Runner() as runner:
-        yield runner.run
+
+        def run_on_the_loop(awaitable: Awaitable[T], /) -> T:
+            return runner.run(_awaited(awaitable))
+
+        yield run_on_the_loop
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Pure parts of access control: outbound URL checks, the rate limiter, admission."""
+"""Pure parts of access control: outbound URL checks and webhook delivery."""
 
 from __future__ import annotations
 
@@ -9,17 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from asrserve.admission import Admission
-from asrserve.api.errors import ApiError
-from asrserve.auth.limits import RateLimiter
-from asrserve.distributed.admission import RedisAdmission
-from asrserve.distributed.connection import connect
-from asrserve.distributed.limits import RedisRateLimiter
-from asrserve.jobs.models import Job, Priority, WebhookStatus
+from asrserve.jobs.models import WebhookStatus
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url, resolve
 from asrserve.settings import Settings
 from asrserve.webhooks import Owed, WebhookSender
-from tests.unit.conftest import Run
 
 
 @pytest.mark.parametrize(
@@ -192,59 +185,3 @@ def test_a_blocked_host_is_recorded_without_what_it_resolves_to() -> None:
         "internal": (WebhookStatus.FAILED, "blocked: the callback host is not a public address")
     }
     assert received == []
-
-
-def test_rate_limiter_refills_evenly(run: Run) -> None:
-    now = [0.0]
-    limiter = RateLimiter(clock=lambda: now[0])
-    assert [run(limiter.take("k", 3))[0] for _ in range(3)] == [0.0, 0.0, 0.0]
-    wait, left = run(limiter.take("k", 3))
-    assert wait == pytest.approx(20.0) and left == 0  # one request every 20 s at 3/min
-    assert run(limiter.take("other", 3))[0] == 0.0  # buckets are per key
-    now[0] = 20.0
-    assert run(limiter.take("k", 3))[0] == 0.0
-    assert run(limiter.take("k", 3))[0] > 0
-
-
-def test_redis_rate_limit_is_shared_by_every_node(run: Run, redis_url: str) -> None:
-    client = connect(redis_url)
-    node_a, node_b = RedisRateLimiter(client, "t"), RedisRateLimiter(client, "t")
-    assert [run(node.take("k", 4))[0] for node in (node_a, node_b, node_a, node_b)] == [0.0] * 4
-    wait, left = run(node_b.take("k", 4))
-    assert wait == pytest.approx(15.0, abs=0.5) and left == 0  # on Redis's clock
-    assert run(node_a.take("other", 4))[0] == 0.0
-    run(client.aclose())
-
-
-@pytest.mark.parametrize("kind", ["memory", "redis"])
-def test_admission_limits_each_class_and_estimates_retry_after(
-    kind: str, run: Run, request: pytest.FixtureRequest
-) -> None:
-    settings = Settings(max_queued_jobs=2, max_queued_audio_s=100.0)
-    admission, other_node = Admission(settings), Admission(settings)
-    client = None
-    if kind == "redis":  # two nodes, one backlog
-        client = connect(request.getfixturevalue("redis_url"))
-        admission, other_node = RedisAdmission(settings, client), RedisAdmission(settings, client)
-    else:
-        other_node = admission
-    admission.throughput = lambda: 5.0
-    run(admission.admit(Priority.ASYNC, 30.0))
-    run(admission.added(Priority.ASYNC, 30.0))
-    run(other_node.added(Priority.ASYNC, 30.0))
-    with pytest.raises(ApiError) as full:
-        run(admission.admit(Priority.ASYNC, 10.0))
-    assert full.value.status == 429 and full.value.code == "queue_full"
-    assert full.value.headers == {"Retry-After": "6"}  # one 30 s job too many at 5 audio s/s
-    run(admission.admit(Priority.INTERACTIVE, 10.0))  # classes have their own limits
-    with pytest.raises(ApiError):
-        run(admission.admit(Priority.INTERACTIVE, 101.0))  # over the audio limit alone
-    run(other_node.finished(Job(id="j", priority=Priority.ASYNC, admitted_s=30.0)))
-    run(admission.admit(Priority.ASYNC, 10.0))
-    run(admission.reset([Job(id="a", priority=Priority.OFFLINE, admitted_s=5.0)]))
-    assert run(other_node.view())["offline"] == {"jobs": 1, "audio_s": 5.0}
-    assert run(other_node.view())["async"] == {"jobs": 0, "audio_s": 0.0}
-    run(admission.finished(Job(id="b", priority=Priority.ASYNC, admitted_s=9.0)))
-    assert run(admission.view())["async"] == {"jobs": 0, "audio_s": 0.0}  # never negative
-    if client is not None:
-        run(client.aclose())

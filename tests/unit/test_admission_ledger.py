@@ -18,8 +18,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from asrserve.admission import Admission
-from asrserve.distributed.admission import RedisAdmission
+from asrserve.admission.base import Admission
+from asrserve.admission.local import LocalAdmission
+from asrserve.admission.redis import RedisAdmission
+from asrserve.cluster.local import LocalRegistry
+from asrserve.cluster.redis import RedisRegistry
 from asrserve.distributed.connection import connect
 from asrserve.jobs.models import Job, JobError, Priority
 from asrserve.jobs.redis import RedisJobStore
@@ -28,8 +31,7 @@ from asrserve.jobs.store import JobStore
 from asrserve.settings import Settings
 from asrserve.sqlite import Database
 from asrserve.transcript import Transcript
-
-from .conftest import Run
+from tests.support.loop import Run
 
 SETTINGS = Settings()
 seconds = st.floats(min_value=0.1, max_value=14_400.0, allow_nan=False)
@@ -115,12 +117,12 @@ def assert_empty(view: dict[str, dict[str, float]]) -> None:
 )
 @given(steps=operations)
 def test_embedded_backlog_ends_at_zero(
-    run: Run, steps: list[tuple[str, Priority, float, int]]
+    run: Run, steps: list[tuple[str, Priority | None, float | None, int]]
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
         db = Database(Path(folder) / "jobs.db")
         try:
-            ledger = Ledger(SqliteJobStore(db), Admission(SETTINGS))
+            ledger = Ledger(SqliteJobStore(db), LocalAdmission(SETTINGS, LocalRegistry()))
             run(ledger.play(steps))
             assert_empty(run(ledger.admission.view()))
         finally:
@@ -132,13 +134,14 @@ def test_embedded_backlog_ends_at_zero(
 )
 @given(steps=operations)
 def test_redis_backlog_ends_at_zero(
-    run: Run, redis_url: str, steps: list[tuple[str, Priority, float, int]]
+    run: Run, redis_url: str, steps: list[tuple[str, Priority | None, float | None, int]]
 ) -> None:
     client = connect(redis_url)
     prefix = f"ledger{next(_prefixes)}"
     try:
         settings = Settings(redis_prefix=prefix)
-        ledger = Ledger(RedisJobStore(client, prefix, 3600.0), RedisAdmission(settings, client))
+        admission = RedisAdmission(settings, client, RedisRegistry(client, prefix, lease_s=30.0))
+        ledger = Ledger(RedisJobStore(client, prefix, 3600.0), admission)
         run(ledger.play(steps))
         assert_empty(run(ledger.admission.view()))
     finally:
@@ -150,7 +153,7 @@ def test_a_header_that_overstates_the_audio_leaves_nothing_behind(run: Run) -> N
     with tempfile.TemporaryDirectory() as folder:
         db = Database(Path(folder) / "jobs.db")
         try:
-            ledger = Ledger(SqliteJobStore(db), Admission(SETTINGS))
+            ledger = Ledger(SqliteJobStore(db), LocalAdmission(SETTINGS, LocalRegistry()))
             run(ledger.accept(Priority.ASYNC, 3.999 * 3600))
             assert run(ledger.admission.view())["async"]["audio_s"] == pytest.approx(14396.4)
             run(ledger.end("succeed", ledger.ids[0], 110.0))

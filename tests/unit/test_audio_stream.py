@@ -14,8 +14,7 @@ from asrserve.audio.features import VAD, decode_audio
 from asrserve.audio.pcm import Pcm
 from asrserve.audio.vad import SpeechDetector
 from asrserve.corpus import write_wav
-
-from ..conftest import REAL_SPEECH
+from tests.support.servers import REAL_SPEECH
 
 
 @pytest.fixture(scope="module")

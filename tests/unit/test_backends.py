@@ -13,7 +13,6 @@ from asrserve.jobs.models import (
     Job,
     JobError,
     JobStatus,
-    Priority,
     WebhookStatus,
     new_job_id,
     new_job_id_at,
@@ -24,24 +23,9 @@ from asrserve.jobs.store import JobStore
 from asrserve.queue.base import Queue
 from asrserve.queue.sqlite import SqliteQueue
 from asrserve.sqlite import Database
-from asrserve.transcript import Segment, Transcript
-from tests.unit.conftest import Run
-
-
-def transcript() -> Transcript:
-    seg = Segment(
-        id=0,
-        seek=0,
-        start=0.0,
-        end=1.0,
-        text=" hi",
-        tokens=[1],
-        temperature=0.0,
-        avg_logprob=-0.1,
-        compression_ratio=1.0,
-        no_speech_prob=0.0,
-    )
-    return Transcript(language="en", duration=1.0, segments=[seg])
+from tests.support.contracts import QueueContract
+from tests.support.fakes import transcript
+from tests.support.loop import Run
 
 
 class JobStoreContract:
@@ -146,90 +130,6 @@ class JobStoreContract:
             assert await store.audio_expired(finished_before=1e18) == []
 
         run(main())
-
-
-class QueueContract:
-    def test_caps_per_priority(self, queue_factory: Callable[[], Queue]) -> None:
-        async def main() -> None:
-            queue = queue_factory()
-            await queue.put_many([f"b{i}" for i in range(5)], Priority.OFFLINE)
-            await queue.put("i", Priority.INTERACTIVE)
-            await queue.put("a", Priority.ASYNC)
-            online = await queue.get({Priority.INTERACTIVE: 4, Priority.ASYNC: 4}, 0)
-            assert [d.job_id for d in online] == ["i", "a"]
-            offline = await queue.get({Priority.OFFLINE: 2}, 0)
-            assert [d.job_id for d in offline] == ["b0", "b1"]  # put_many keeps the order
-            assert await queue.get({Priority.INTERACTIVE: 4}, 0) == []
-            assert [d.job_id for d in await queue.get(10, 0)] == ["b2", "b3", "b4"]
-
-        asyncio.run(main())
-
-    def test_concurrent_consumers_both_wake(self, queue_factory: Callable[[], Queue]) -> None:
-        async def main() -> set[str]:
-            queue = queue_factory()
-            online = asyncio.create_task(queue.get({Priority.INTERACTIVE: 1}, 5.0))
-            offline = asyncio.create_task(queue.get({Priority.OFFLINE: 1}, 5.0))
-            await asyncio.sleep(0.01)
-            await queue.put("b", Priority.OFFLINE)
-            await queue.put("i", Priority.INTERACTIVE)
-            done = await asyncio.wait_for(asyncio.gather(online, offline), 2.0)
-            return {d.job_id for batch in done for d in batch}
-
-        assert asyncio.run(main()) == {"i", "b"}
-
-    def test_priority_then_fifo(self, queue_factory: Callable[[], Queue]) -> None:
-        async def main() -> list[str]:
-            queue = queue_factory()
-            await queue.put("a", Priority.OFFLINE)
-            await queue.put("b", Priority.ASYNC)
-            await queue.put("c", Priority.INTERACTIVE)
-            await queue.put("d", Priority.ASYNC)
-            await queue.put("b", Priority.ASYNC)  # idempotent
-            return [d.job_id for d in await queue.get(10, 0)]
-
-        assert asyncio.run(main()) == ["c", "b", "d", "a"]
-
-    def test_claimed_entries_are_not_redelivered_until_recovered(
-        self, queue_factory: Callable[[], Queue]
-    ) -> None:
-        async def main() -> None:
-            queue = queue_factory()
-            await queue.put("a", Priority.ASYNC)
-            (first,) = await queue.get(5, 0)
-            assert first.deliveries == 1
-            assert await queue.get(5, 0) == []
-            assert await queue.recover() == 1  # the consumer died
-            (again,) = await queue.get(5, 0)
-            assert again.deliveries == 2
-            await queue.ack(again)
-            assert await queue.recover() == 0
-            assert await queue.get(5, 0) == []
-
-        asyncio.run(main())
-
-    def test_get_blocks_until_put(self, queue_factory: Callable[[], Queue]) -> None:
-        async def main() -> list[str]:
-            queue = queue_factory()
-            waiter = asyncio.create_task(queue.get(5, 5.0))
-            await asyncio.sleep(0.01)
-            assert not waiter.done()
-            await queue.put("late", Priority.ASYNC)
-            return [d.job_id for d in await asyncio.wait_for(waiter, 2.0)]
-
-        assert asyncio.run(main()) == ["late"]
-
-    def test_release_and_depth(self, queue_factory: Callable[[], Queue]) -> None:
-        async def main() -> None:
-            queue = queue_factory()
-            await queue.put("a", Priority.ASYNC)
-            await queue.put("b", Priority.INTERACTIVE)
-            assert (await queue.depth())[Priority.ASYNC] == 1
-            (b,) = await queue.get(1, 0)
-            await queue.release(b)
-            (again,) = await queue.get(1, 0)
-            assert again.job_id == "b" and again.deliveries == 1
-
-        asyncio.run(main())
 
 
 class TestSqliteJobStore(JobStoreContract):
@@ -399,4 +299,5 @@ class TestRedisJobStore(JobStoreContract):
         run(store.create(Job(id="job_1")))
         assert run(other.get("job_1")) is None
         assert run(other.page()) == [] and run(other.unfinished()) == []
-        assert all(k.startswith(b"test:") for k in run(redis_client.keys("*")))
+        keys = run(redis_client.keys("*"))
+        assert all(isinstance(k, bytes) and k.startswith(b"test:") for k in keys)

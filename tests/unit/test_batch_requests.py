@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from asrserve.api.errors import ApiError
-from asrserve.api.forms import MAX_PROMPT_CHARS, ModelInfo, parse_request
 from asrserve.batch_api.models import BatchItem
 from asrserve.batch_api.output import split_lines
 from asrserve.batch_api.requests import (
@@ -19,9 +17,12 @@ from asrserve.batch_api.requests import (
     jsonl_lines,
     parse_input,
 )
+from asrserve.engine.base import ModelInfo
+from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobError, JobStatus
-from tests.unit.test_backends import transcript
+from asrserve.requests import MAX_PROMPT_CHARS, parse_request
+from tests.support.fakes import transcript
 
 MODEL = ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)
 LINE_LIMIT = 1024
@@ -162,13 +163,9 @@ def test_echoed_values_are_short() -> None:
 def test_prompt_is_capped() -> None:
     fits = parse_request({"prompt": ["p" * MAX_PROMPT_CHARS]}, MODEL)
     assert fits.options.prompt == "p" * MAX_PROMPT_CHARS
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(InvalidRequest) as caught:
         parse_request({"prompt": ["p" * (MAX_PROMPT_CHARS + 1)]}, MODEL)
-    assert (caught.value.status, caught.value.param, caught.value.code) == (
-        400,
-        "prompt",
-        "prompt_too_long",
-    )
+    assert (caught.value.param, caught.value.code) == ("prompt", "prompt_too_long")
     with pytest.raises(InvalidInput) as batch:
         data = line("a", prompt="p" * (MAX_PROMPT_CHARS + 1)).encode()
         parse_input(io.BytesIO(data), MODEL, 10, 64 * 1024)

@@ -17,7 +17,7 @@ from asrserve.files.sqlite import SqliteFileStore
 from asrserve.files.store import FileStore
 from asrserve.jobs.models import JobError, WebhookStatus
 from asrserve.sqlite import Database
-from tests.unit.conftest import Run
+from tests.support.loop import Run
 
 
 class FileStoreContract:

@@ -18,8 +18,8 @@ from asrserve.consumer import Consumer, Lane
 from asrserve.corpus import Clip
 from asrserve.jobs.models import Job, JobStatus, Priority
 from asrserve.runtime import requeue_lost
-from asrserve.settings import BatchPolicy, Settings
-from tests.fakes import FakeEngine
+from asrserve.settings import Settings
+from tests.support.fakes import FakeEngine
 
 
 async def _nothing(job: Job) -> None:
@@ -38,7 +38,7 @@ def test_a_poison_chunk_fails_only_its_own_job(corpus: list[Clip], tmp_path: Pat
         backend = open_backend(settings)
         store, queue, events = backend.store, backend.queue, backend.events
         # the window policy with a long window: the batch goes once all three are pending
-        config = SchedulerConfig(BatchPolicy.WINDOW, max_batch_size=len(jobs), max_wait=60.0)
+        config = SchedulerConfig("window", max_batch_size=len(jobs), max_wait=60.0)
         scheduler = Scheduler([Device("cpu:0", engine)], config)
         pool = ThreadPoolExecutor(2)
         lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 8, pool)]

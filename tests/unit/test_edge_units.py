@@ -27,7 +27,7 @@ def test_host_name_drops_port_brackets_case_and_final_dot(header: str, name: str
 
 
 def test_which_host_names_are_allowed() -> None:
-    loopback = {"127.0.0.1", "::1", "localhost"}
+    loopback = frozenset({"127.0.0.1", "::1", "localhost"})
     assert allowed_hosts(Settings(auth="off")) == loopback
     assert allowed_hosts(Settings(auth="off", host="10.0.0.5")) == loopback | {"10.0.0.5"}
     assert allowed_hosts(Settings(auth="off", allowed_hosts="*")) is None

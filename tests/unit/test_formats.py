@@ -6,12 +6,13 @@ import json
 
 import numpy as np
 
-from asrserve.audio.chunk import fixed_regions, layout, restore
+from asrserve.audio.chunk import assemble, fixed_regions, layout, restore
 from asrserve.audio.features import VAD, window_frames
 from asrserve.audio.vad import SpeechDetector
 from asrserve.engine.base import RawSegment, RawWord
 from asrserve.engine.whisper import stack_padded
 from asrserve.formats import ResponseFormat, render, timestamp
+from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
 
 
@@ -83,7 +84,7 @@ def test_json_text_and_verbose() -> None:
         "no_speech_prob",
     }
     assert verbose["words"][0] == {"word": "Hello", "start": 0.0, "end": 0.6}
-    assert "words" not in render(TRANSCRIPT, ResponseFormat.VERBOSE_JSON)  # type: ignore[operator]
+    assert "words" not in render(TRANSCRIPT, ResponseFormat.VERBOSE_JSON)
 
 
 def raw(start: float, end: float, words: list[RawWord] | None = None) -> RawSegment:
@@ -114,6 +115,24 @@ def test_restore_puts_speech_times_back_on_the_file_clock() -> None:
 def test_restore_clamps_and_keeps_starts_monotonic() -> None:
     segments = restore([[raw(5.0, 9.0), raw(4.0, 30.0)]], [], duration=8.0)
     assert [(s.start, s.end) for s in segments] == [(5.0, 8.0), (5.0, 8.0)]
+
+
+def test_assemble_restores_times_and_rounds_the_duration() -> None:
+    options = TranscriptionOptions(task="translate")
+    transcript = assemble([[raw(5.0, 9.0)]], [], 8.00049, options, multilingual=False)
+    assert transcript == Transcript(
+        language="en",
+        duration=8.0,
+        segments=restore([[raw(5.0, 9.0)]], [], 8.00049),
+        task="translate",
+    )
+
+
+def test_assemble_defaults_the_language_to_english_for_english_only_models() -> None:
+    chosen = TranscriptionOptions(language="de")
+    assert assemble([], [], 1.0, TranscriptionOptions(), multilingual=False).language == "en"
+    assert assemble([], [], 1.0, TranscriptionOptions(), multilingual=True).language == ""
+    assert assemble([], [], 1.0, chosen, multilingual=True).language == "de"
 
 
 def test_without_vad_files_are_cut_into_30s_windows() -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 
 from asrserve.audio.decode import decode, probe
 from asrserve.audio.errors import AudioError
-from tests.payloads import encode_bytes, wav_bytes
+from asrserve.errors import STATUS_OF_KIND
+from tests.support.payloads import encode_bytes, wav_bytes
 
 MAX_SECONDS = 5.0
 # Deterministic (derandomized) examples; raise it for a longer hunt.
@@ -96,7 +97,7 @@ def mutated(draw: st.DrawFn) -> bytes:
             data[pos] = draw(st.integers(0, 255))
         elif kind == "int":
             value = draw(st.sampled_from(INTERESTING_INTS) | st.integers(0, 2**32 - 1))
-            order = draw(st.sampled_from(["little", "big"]))
+            order: Literal["little", "big"] = draw(st.sampled_from(["little", "big"]))
             field = value.to_bytes(4, order)
             data[pos : pos + 4] = field[: len(data[pos : pos + 4])]
         elif kind == "truncate":
@@ -120,14 +121,14 @@ def _check(path: Path) -> None:
     try:
         duration = probe(path, MAX_SECONDS)
     except AudioError as exc:
-        assert 400 <= exc.status < 500, (exc.status, exc.code, exc.message)
+        assert 400 <= STATUS_OF_KIND[exc.kind] < 500, (exc.kind, exc.code, exc.message)
         assert exc.code and exc.message
     else:
         assert duration is None or 0 < duration <= MAX_SECONDS, duration
     try:
         audio = decode(path, MAX_SECONDS)
     except AudioError as exc:
-        assert 400 <= exc.status < 500, (exc.status, exc.code, exc.message)
+        assert 400 <= STATUS_OF_KIND[exc.kind] < 500, (exc.kind, exc.code, exc.message)
         assert exc.code and exc.message
     else:
         assert audio.dtype == np.float32 and audio.ndim == 1, (audio.dtype, audio.shape)

@@ -9,7 +9,7 @@ from asrserve.auth.keys import DuplicateName, KeyStore, hash_secret, new_key
 from asrserve.auth.redis import RedisKeyStore
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.sqlite import Database
-from tests.unit.conftest import Run
+from tests.support.loop import Run
 
 
 class KeyStoreContract:

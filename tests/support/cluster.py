@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
+from redis import Redis
 
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.server import ServerProcess, WorkerProcess
@@ -72,8 +71,8 @@ class Cluster:
             node.wait_ready(120)
         return node
 
-    def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.redis.url)
+    def client(self) -> Redis:
+        return Redis.from_url(self.redis.url)
 
     def stop(self) -> None:
         for worker in self.workers:
@@ -85,12 +84,3 @@ class Cluster:
         parts = [f"--- worker {w.port}\n{w.log()[-3000:]}" for w in self.workers]
         parts += [f"--- api {a.port}\n{a.log()}" for a in self.apis]
         return "\n".join(parts)
-
-
-def wait_until(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)  # watching other processes: nothing to subscribe to
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

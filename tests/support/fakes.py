@@ -1,4 +1,5 @@
-"""A small fake engine for scheduler tests: records batches, can be held busy."""
+"""Fakes for scheduler and store tests: an engine that records batches and can be held busy,
+and a ready-made transcript."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from asrserve.engine.base import ChunkInput, Engine, RawSegment
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.transcript import Transcript
+from asrserve.transcript import Segment, Transcript
 
 
 class FakeEngine(Engine):
@@ -61,3 +62,20 @@ def segment(chunk: ChunkInput) -> RawSegment:
 
 def chunk(duration: float, offset: float = 0.0) -> ChunkInput:
     return ChunkInput(features=np.zeros((1, 1), dtype=np.float32), offset=offset, duration=duration)
+
+
+def transcript() -> Transcript:
+    """A one-segment transcript, for stores and output files."""
+    seg = Segment(
+        id=0,
+        seek=0,
+        start=0.0,
+        end=1.0,
+        text=" hi",
+        tokens=[1],
+        temperature=0.0,
+        avg_logprob=-0.1,
+        compression_ratio=1.0,
+        no_speech_prob=0.0,
+    )
+    return Transcript(language="en", duration=1.0, segments=[seg])

@@ -1,0 +1,37 @@
+"""HTTP by hand, over a socket: for clients that stall, trickle or stop half-way, which
+an HTTP library will not be."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+BOUNDARY = "asrserve-fault-boundary-5d1e"
+
+
+def multipart_head(filename: str = "stalled.wav") -> bytes:
+    """A multipart body up to the start of the file part's bytes."""
+    return (
+        f"--{BOUNDARY}\r\n"
+        'Content-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n'
+        f"--{BOUNDARY}\r\n"
+        f'Content-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict[str, str], dict[str, Any], bool]:
+    """Status, headers and JSON body of the one response; and whether the server closed."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        received = sock.recv(65536)
+        assert received, f"the server closed the connection without an answer: {data!r}"
+        data += received
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    while len(body) < int(headers["content-length"]):
+        body += sock.recv(65536)
+    closed = sock.recv(1) == b""
+    return int(lines[0].split()[1]), headers, json.loads(body), closed
