@@ -219,6 +219,7 @@ def serve(settings: Settings, *, inference: bool = True) -> int:
 def work(settings: Settings) -> int:
     """A worker node: claims jobs from the shared Redis until SIGTERM, then drains."""
     import asyncio
+    import logging
 
     from asrserve.engine.loading import model_path
     from asrserve.node import run_worker
@@ -228,7 +229,14 @@ def work(settings: Settings) -> int:
         return 2
     model_path(settings)
     asyncio.run(run_worker(settings))
-    return 0
+    # Everything is handed back or stored and Redis is closed. Leave without the
+    # interpreter's teardown: destroying the native inference libraries' thread pools
+    # (CTranslate2, onnxruntime) at exit was seen to crash or hang a stopped worker node
+    # now and then, which turned a clean stop into a failed one.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def transcribe(settings: Settings, files: list[Path], fmt: str, out: Path | None) -> int:

@@ -8,6 +8,7 @@ in flight for ``shutdown_grace_s`` and hands back what is left.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import signal
 
@@ -21,6 +22,9 @@ from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
 
 log = logging.getLogger(__name__)
+# Past the drain (``shutdown_grace_s``), what shutdown may take: cancelled jobs handing
+# themselves back (up to 5 s), the scheduler and Redis closing.
+SHUTDOWN_SLACK_S = 15.0
 
 
 async def run_worker(settings: Settings, engine_factory: EngineFactory = loading.load) -> None:
@@ -46,6 +50,9 @@ async def run_worker(settings: Settings, engine_factory: EngineFactory = loading
         log.info("worker node %s ready", backend.node)
         await stop.wait()
         log.info("worker node %s stopping: draining in-flight jobs", backend.node)
+        # A shutdown stuck past its bound writes every thread's stack to the log and ends
+        # the process (exit status 1), instead of hanging until someone kills it.
+        faulthandler.dump_traceback_later(settings.shutdown_grace_s + SHUTDOWN_SLACK_S, exit=True)
         await inference.stop()
     finally:
         for task in tasks:
@@ -54,3 +61,4 @@ async def run_worker(settings: Settings, engine_factory: EngineFactory = loading
         await backend.aclose()
         if exporter is not None:
             exporter.shutdown()
+        log.info("worker node %s stopped", backend.node)
