@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import wave
 from pathlib import Path
 
@@ -57,8 +58,15 @@ def check_timestamps(transcript: Transcript) -> None:
             assert 0 <= word.start <= word.end <= transcript.duration
 
 
-@pytest.mark.parametrize("beam", [1, 5])
-@pytest.mark.parametrize("words", [False, True])
+# The gate runs two corners that between them take both decoding paths (greedy and beam
+# search) and both timestamp paths; ASRSERVE_TEST_SWEEPS=1 runs all four combinations.
+CORNERS = [(1, False), (5, True)]
+SWEEP = [(beam, words) for beam in (1, 5) for words in (False, True)]
+
+
+@pytest.mark.parametrize(
+    ("beam", "words"), SWEEP if os.environ.get("ASRSERVE_TEST_SWEEPS") == "1" else CORNERS
+)
 def test_adaptive_windows_keep_accuracy(
     engine: Engine, corpus: list[Clip], tmp_path: Path, beam: int, words: bool
 ) -> None:

@@ -26,6 +26,7 @@ from asrserve.api.deps import ApiContext
 from asrserve.api.errors import install_error_handlers
 from asrserve.api.hosts import HostCheck
 from asrserve.api.json_body import install as install_body_limit
+from asrserve.api.request_metrics import request_metrics
 from asrserve.api.schemas import job_view
 from asrserve.api.uploads import UploadGate, UploadLimits
 from asrserve.backends import Backend, open_backend
@@ -101,7 +102,7 @@ def create_app(
     install_body_limit(app, settings.max_json_body_bytes)  # innermost: after keys
     app.middleware("http")(AccessControl(settings, backend.keys, backend.limiter))
     app.add_middleware(HostCheck, settings=settings)  # before keys: 421 for a rebound name
-    app.middleware("http")(context.metrics.middleware)  # outermost: counts 401s and 429s too
+    app.middleware("http")(request_metrics(context.metrics))  # outermost: counts 401s and 429s too
     install_error_handlers(app)
     for module in (health_routes, audio_routes, job_routes, file_routes, batch_routes):
         app.include_router(module.router)

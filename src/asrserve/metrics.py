@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fastapi import Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -84,18 +82,12 @@ class Metrics:
             self.registry.register(collector)
         return collector is not None
 
-    async def middleware(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        start = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")  # a route template: bounded by the app
-        method = request.method if request.method in HTTP_METHODS else "other"
-        status = str(response.status_code)  # a 3-digit code: bounded by HTTP
-        self.http_requests.labels(path, method, status).inc()
-        self.http_latency.labels(path, method).observe(time.perf_counter() - start)
-        return response
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """One HTTP request: ``route`` is its route template (bounded by the app), a method
+        outside the standard ones counts as "other" (a client cannot add label values)."""
+        method = method if method in HTTP_METHODS else "other"
+        self.http_requests.labels(route, method, str(status)).inc()
+        self.http_latency.labels(route, method).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
