@@ -128,14 +128,16 @@ def test_kill_9_worker_mid_batch(cluster: Cluster, short_clips: list[Clip]) -> N
         counts = client.batches.retrieve(batch_id).request_counts
         return counts.completed if counts is not None else 0
 
-    def in_flight() -> list[str]:  # the jobs the worker is running, once it is under way
-        statuses = batch_jobs(cluster, batch_id)
-        done = sum(status == "succeeded" for status in statuses.values())
-        return [j for j, status in statuses.items() if status == "running"] if done >= 4 else []
+    def under_way() -> bool:  # jobs done, and others running
+        statuses = list(batch_jobs(cluster, batch_id).values())
+        return statuses.count("succeeded") >= 4 and "running" in statuses
 
-    running = wait_until(in_flight, 180, "the batch to be under way, a job running")
+    wait_until(under_way, 180, "the batch to be under way, a job running")
     doomed.kill()
-    # what was running as it was killed was never finished there: it was in flight
+    # Read after the kill: a job still "running" now was in flight when the worker died (a
+    # read before the kill could see a job that then finished before the signal landed).
+    running = [j for j, status in batch_jobs(cluster, batch_id).items() if status == "running"]
+    assert running, "no job was in flight at the kill"
     assert not set(running) & {job_id for job_id, _ in doomed.finished_jobs()}, running
     assert progress() < 36, "the batch finished before the worker could be killed"
     cluster.worker()
