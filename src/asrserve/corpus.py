@@ -16,9 +16,11 @@ import shutil
 import subprocess
 import tempfile
 import wave
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import av
 import numpy as np
@@ -124,21 +126,39 @@ def convert(src_wav: Path, dst: Path) -> None:
         fmt, codec, sample_fmt, rate = _CODECS[dst.suffix.lower()]
     except KeyError:
         raise ValueError(f"unsupported output suffix {dst.suffix!r}") from None
-    with av.open(str(src_wav)) as inp, av.open(str(dst), "w", format=fmt) as out:
+    with av.open(str(src_wav)) as inp:
         src_rate = inp.streams.audio[0].rate
-        stream = out.add_stream(codec, rate=rate or src_rate)
+        encode(inp.decode(audio=0), str(dst), fmt, codec, sample_fmt, rate or src_rate)
+
+
+def encode(
+    frames: Iterable[av.AudioFrame],
+    target: str | BinaryIO,
+    fmt: str,
+    codec: str,
+    sample_fmt: str,
+    rate: int,
+) -> None:
+    """Audio ``frames`` encoded as mono ``codec`` at ``rate`` into ``target`` (a path or a
+    writable file) in container ``fmt``. No frames: the container's headers only."""
+    with av.open(target, "w", format=fmt) as out:
+        stream = out.add_stream(codec, rate=rate)
         assert isinstance(stream, AudioStream)
         stream.layout = "mono"
         stream.format = sample_fmt
         resampler = av.AudioResampler(
             format=sample_fmt,
             layout="mono",
-            rate=rate or src_rate,
+            rate=rate,
             frame_size=stream.codec_context.frame_size or None,
         )
-        for frame in [*inp.decode(audio=0), None]:
+        encoded = False
+        for frame in frames:
+            encoded = True
             for res in resampler.resample(frame):
                 out.mux(stream.encode(res))
+        for res in resampler.resample(None) if encoded else ():  # flush the resampler
+            out.mux(stream.encode(res))
         out.mux(stream.encode(None))
 
 

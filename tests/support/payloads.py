@@ -9,9 +9,8 @@ from functools import cached_property
 
 import av
 import numpy as np
-from av.audio.stream import AudioStream
 
-from asrserve.corpus import Clip
+from asrserve.corpus import Clip, encode
 
 
 def wav_bytes(
@@ -38,27 +37,13 @@ def encode_bytes(
     samples: np.ndarray, rate: int, fmt: str, codec: str, sample_fmt: str, out_rate: int
 ) -> bytes:
     """Mono float ``samples`` at ``rate`` encoded with PyAV (container ``fmt``, ``codec``)."""
+    frame = av.AudioFrame.from_ndarray(
+        np.ascontiguousarray(samples, dtype=np.float32)[None, :], format="flt", layout="mono"
+    )
+    frame.sample_rate = rate
+    frame.pts = 0
     buffer = io.BytesIO()
-    with av.open(buffer, "w", format=fmt) as out:
-        stream = out.add_stream(codec, rate=out_rate)
-        assert isinstance(stream, AudioStream)
-        stream.layout = "mono"
-        stream.format = sample_fmt
-        resampler = av.AudioResampler(
-            format=sample_fmt,
-            layout="mono",
-            rate=out_rate,
-            frame_size=stream.codec_context.frame_size or None,
-        )
-        frame = av.AudioFrame.from_ndarray(
-            np.ascontiguousarray(samples, dtype=np.float32)[None, :], format="flt", layout="mono"
-        )
-        frame.sample_rate = rate
-        frame.pts = 0
-        for piece in (frame, None) if samples.size else ():  # no samples: headers only
-            for out_frame in resampler.resample(piece):
-                out.mux(stream.encode(out_frame))
-        out.mux(stream.encode(None))
+    encode([frame] if samples.size else [], buffer, fmt, codec, sample_fmt, out_rate)
     return buffer.getvalue()
 
 
