@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asrserve.engine.base import ChunkInput, Engine, RawSegment
+from asrserve.engine.base import ChunkInput, Engine, RawSegment, RawWord
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript
 
@@ -45,19 +45,27 @@ class FakeEngine(Engine):
         return Transcript(language="en", duration=audio.shape[0] / 16000, segments=[])
 
 
-def segment(chunk: ChunkInput) -> RawSegment:
+def raw_segment(
+    start: float, end: float, text: str, words: list[RawWord] | None = None
+) -> RawSegment:
+    """A decoded segment as the engine returns it, with neutral scores."""
     return RawSegment(
         seek=0,
-        start=chunk.offset,
-        end=chunk.offset + chunk.duration,
-        text=f" {chunk.duration}",
+        start=start,
+        end=end,
+        text=text,
         tokens=[],
         avg_logprob=0.0,
         compression_ratio=1.0,
         no_speech_prob=0.0,
         temperature=0.0,
-        words=None,
+        words=words,
     )
+
+
+def segment(chunk: ChunkInput) -> RawSegment:
+    """What the fake engine decodes a chunk to: its duration as text, on the chunk's span."""
+    return raw_segment(chunk.offset, chunk.offset + chunk.duration, f" {chunk.duration}")
 
 
 def chunk(duration: float, offset: float = 0.0) -> ChunkInput:

@@ -14,6 +14,7 @@ from asrserve.engine.whisper import stack_padded
 from asrserve.formats import ResponseFormat, render, timestamp
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
+from tests.support.fakes import raw_segment
 
 
 def seg(i: int, start: float, end: float, text: str, words: list[Word] | None = None) -> Segment:
@@ -88,18 +89,7 @@ def test_json_text_and_verbose() -> None:
 
 
 def raw(start: float, end: float, words: list[RawWord] | None = None) -> RawSegment:
-    return RawSegment(
-        seek=0,
-        start=start,
-        end=end,
-        text=" x",
-        tokens=[],
-        avg_logprob=0.0,
-        compression_ratio=1.0,
-        no_speech_prob=0.0,
-        temperature=0.0,
-        words=words,
-    )
+    return raw_segment(start, end, " x", words)
 
 
 def test_restore_puts_speech_times_back_on_the_file_clock() -> None:
