@@ -6,14 +6,11 @@ Real servers (``asrserve serve`` subprocesses) and the real tiny.en model on the
 
 from __future__ import annotations
 
-import contextlib
 import io
 import random
-import sqlite3
 import wave
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,7 +18,9 @@ import pytest
 from asrserve.corpus import Clip, convert
 from asrserve.wer import wer_one
 from tests.support.api import wait_job
+from tests.support.db import read_db
 from tests.support.errors import assert_error
+from tests.support.payloads import by_name
 from tests.support.servers import Limited, Server
 from tests.support.wait import wait_until
 
@@ -37,16 +36,6 @@ MAX_JOB_BYTES = 300_000
 MAX_SECONDS = 10
 GOOD_CLIP = "clip_09.m4a"
 TOO_LONG_CLIP = "clip_02.mp3"  # 21 s but only 85 KB: over the duration limit, not the byte one
-
-
-def by_name(corpus: list[Clip]) -> dict[str, Clip]:
-    return {clip.path.name: clip for clip in corpus}
-
-
-def read_db(data_dir: Path, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-    with contextlib.closing(sqlite3.connect(data_dir / "asrserve.db", timeout=30)) as conn:
-        conn.row_factory = sqlite3.Row
-        return conn.execute(sql, params).fetchall()
 
 
 # --------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Faults around intake and shutdown, against real servers: a full disk, a read-only data dir,
-SIGTERM mid-work, a client that stops sending, more uploads than the server takes at once.
+"""Storage faults around intake and running jobs, against real servers: a full disk, a
+read-only data dir, the disk filling under running jobs. (SIGTERM mid-work is in
+test_shutdown.py, slow and surplus clients in test_slow_clients.py.)
 
 The disk is filled for real: the data dir is a small tmpfs (we run as root in a container;
 without CAP_SYS_ADMIN these tests skip, saying so). A read-only data dir is a read-only bind
@@ -13,15 +14,10 @@ import contextlib
 import errno
 import os
 import re
-import select
-import signal
-import socket
 import sqlite3
 import subprocess
-from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
 
 import httpx
 import pytest
@@ -37,17 +33,25 @@ from asrserve.api.uploads import (
     receive_upload,
 )
 from asrserve.corpus import Clip
-from asrserve.wer import wer_one
 from tests.support.api import wait_job
-from tests.support.raw_http import BOUNDARY, multipart_head, read_response
+from tests.support.db import read_db
+from tests.support.faults import (
+    FILES,
+    JOBS,
+    MIB,
+    SHORT_CLIPS,
+    SYNC,
+    assert_error,
+    assert_retry_after,
+    healthy,
+    listing,
+    upload_files,
+    wait_running,
+)
+from tests.support.payloads import by_name
+from tests.support.raw_http import BOUNDARY, multipart_head
 from tests.support.servers import Server
 from tests.support.wait import wait_until
-
-MIB = 1024 * 1024
-SYNC = "/v1/audio/transcriptions"
-JOBS = "/v1/jobs"
-FILES = "/v1/files"
-SHORT_CLIPS = ("clip_09.m4a", "clip_00.wav", "clip_05.wav")
 
 slow = pytest.mark.slow
 
@@ -111,52 +115,8 @@ def fill(folder: Path, leave: int = 0) -> Path:
     return path
 
 
-class Answer(Protocol):
-    """A response from httpx or from the TestClient (which may use its own httpx copy)."""
-
-    @property
-    def status_code(self) -> int: ...
-    @property
-    def text(self) -> str: ...
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-    def json(self) -> Any: ...
-
-
-def assert_error(resp: Answer, status: int, code: str) -> dict[str, Any]:
-    """An OpenAI-shaped error with this status and code and a usable message."""
-    assert resp.status_code == status, resp.text
-    body = resp.json()
-    assert set(body) == {"error"}, body
-    error: dict[str, Any] = body["error"]
-    assert set(error) == {"message", "type", "param", "code"}, error
-    assert error["code"] == code, error
-    assert isinstance(error["message"], str) and len(error["message"]) > 20, error
-    return error
-
-
-def assert_retry_after(resp: Answer) -> int:
-    retry = resp.headers.get("retry-after", "")
-    assert retry.isdigit() and int(retry) >= 1, dict(resp.headers)
-    return int(retry)
-
-
-def read_db(data_dir: Path, sql: str) -> list[sqlite3.Row]:
-    with contextlib.closing(sqlite3.connect(data_dir / "asrserve.db", timeout=30)) as conn:
-        conn.row_factory = sqlite3.Row
-        return conn.execute(sql).fetchall()
-
-
 def integrity(data_dir: Path) -> str:
     return str(read_db(data_dir, "PRAGMA integrity_check")[0][0])
-
-
-def by_name(corpus: list[Clip]) -> dict[str, Clip]:
-    return {clip.path.name: clip for clip in corpus}
-
-
-def upload_files(clip: Clip) -> dict[str, tuple[str, bytes]]:
-    return {"file": (clip.path.name, clip.path.read_bytes())}
 
 
 STORE_RETRY = re.compile(r"store failed \((.+?)\); retrying")  # Consumer.durably's warning
@@ -165,31 +125,6 @@ STORE_RETRY = re.compile(r"store failed \((.+?)\); retrying")  # Consumer.durabl
 def full_log(srv: Server) -> str:
     assert srv.log_path is not None
     return srv.log_path.read_text(errors="replace")
-
-
-def healthy(srv: Server, client: httpx.Client) -> None:
-    assert srv.proc is not None and srv.proc.poll() is None, srv.log()
-    assert client.get("/healthz").json() == {"status": "ok"}
-    assert client.get(JOBS).status_code == 200
-
-
-def open_upload(port: int, path: str, declared: int = 200_000, sent: int = 4096) -> socket.socket:
-    """A raw client that starts an upload of ``declared`` bytes and stops after ``sent``."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
-        f"Content-Length: {declared}\r\n\r\n"
-    ).encode()
-    sock.sendall(head + multipart_head() + bytes(sent))
-    return sock
-
-
-def trickle(sock: socket.socket, every: float) -> tuple[int, dict[str, str], dict[str, Any], bool]:
-    """Send one byte of the file every ``every`` s until the server answers; the answer."""
-    while not select.select([sock], [], [], every)[0]:
-        sock.sendall(b"\x01")
-    return read_response(sock)
 
 
 # --------------------------------------------------------------------------------------
@@ -293,15 +228,6 @@ def test_intake_keeps_the_disk_reserve(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------
 # Disk full and read-only data dir, on real servers
 # --------------------------------------------------------------------------------------
-
-
-def listing(data_dir: Path) -> set[str]:
-    return {
-        f"{sub}/{name}"
-        for sub in ("audio", "files")
-        if (data_dir / sub).exists()
-        for name in os.listdir(data_dir / sub)
-    }
 
 
 def chunked_upload(client: httpx.Client, path: str, size: int) -> httpx.Response:
@@ -443,206 +369,6 @@ def test_read_only_data_dir(corpus: list[Clip], make_server: type[Server], tmp_p
         assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
     srv.stop()
     assert integrity(data_dir) == "ok"
-
-
-# --------------------------------------------------------------------------------------
-# Slow and surplus clients
-# --------------------------------------------------------------------------------------
-
-IDLE_S = 3.0
-TOTAL_S = 6.0
-
-
-@slow
-def test_stalled_upload_gets_408(
-    corpus: list[Clip], make_server: type[Server], tmp_path: Path
-) -> None:
-    """A client that stops sending gets 408 after the idle timeout, one that trickles
-    after the total timeout; meanwhile the server serves everyone else. No file stays."""
-    clip = by_name(corpus)[SHORT_CLIPS[0]]
-    env = {
-        "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": str(IDLE_S),
-        "ASRSERVE_UPLOAD_TIMEOUT_S": str(TOTAL_S),
-    }
-    srv = make_server(tmp_path / "data", env=env).start()
-    with (
-        open_upload(srv.port, JOBS) as stalled,
-        open_upload(srv.port, SYNC) as trickling,
-        ThreadPoolExecutor(1) as pool,
-    ):
-        trickled = pool.submit(trickle, trickling, 0.25)
-        with httpx.Client(base_url=srv.url, timeout=60) as client:
-            resp = client.post(SYNC, files=upload_files(clip))  # served while the two hang
-            assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
-            assert not select.select([stalled], [], [], 0)[0], "the stalled upload was answered"
-
-            status, headers, body, closed = read_response(stalled)
-            assert status == 408 and body["error"]["code"] == "upload_timeout", body
-            assert f"sent nothing for {IDLE_S:g} s" in body["error"]["message"]
-            assert closed and headers["connection"] == "close"
-            assert not trickled.done(), "the trickling upload ended before the stalled one"
-
-            status, _, body, closed = trickled.result(timeout=TOTAL_S + 10)
-            assert status == 408 and body["error"]["code"] == "upload_timeout", body
-            assert f"took longer than {TOTAL_S:g} s" in body["error"]["message"]
-            assert closed
-
-            healthy(srv, client)
-            jobs = {job["id"] for job in client.get(JOBS).json()["data"]}
-            assert set(os.listdir(srv.data_dir / "audio")) <= jobs
-
-
-@slow
-def test_uploads_past_the_limit_get_503(
-    corpus: list[Clip], make_server: type[Server], tmp_path: Path
-) -> None:
-    """Two uploads in progress with a limit of two: the third is refused at once with 503
-    and Retry-After, nothing read or written; when one ends, uploads are taken again."""
-    clip = by_name(corpus)[SHORT_CLIPS[1]]
-    env = {
-        "ASRSERVE_MAX_CONCURRENT_UPLOADS": "2",
-        "ASRSERVE_MAX_UPLOADS_PER_KEY": "2",  # one client here: it may take the whole pool
-        "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": "60",
-    }
-    srv = make_server(tmp_path / "data", env=env).start()
-    holders = [open_upload(srv.port, JOBS), open_upload(srv.port, FILES)]
-    with contextlib.ExitStack() as stack, httpx.Client(base_url=srv.url, timeout=60) as client:
-        for holder in holders:
-            stack.enter_context(holder)
-        probe = {"purpose": "audio"}, {"file": ("empty.bin", b"")}  # 400 once past the gate
-
-        def slots_full() -> bool:
-            resp = client.post(FILES, data=probe[0], files=probe[1])
-            if resp.status_code == 503:
-                return True
-            assert resp.status_code == 400, resp.text  # past the gate: not full yet
-            return False
-
-        wait_until(slots_full, 10, "the two held uploads to fill the slots", every=0)
-        before = listing(srv.data_dir)
-        for path in (SYNC, JOBS):
-            resp = client.post(path, files=upload_files(clip))
-            error = assert_error(resp, 503, "too_many_uploads")
-            assert "2 uploads" in error["message"], error
-            assert_retry_after(resp)
-            with open_upload(srv.port, path, sent=0) as sock:  # answered with no body sent
-                status, _, body, _ = read_response(sock)
-            assert (status, body["error"]["code"]) == (503, "too_many_uploads"), body
-        assert listing(srv.data_dir) == before
-        healthy(srv, client)
-
-        holders.pop().close()  # a client gives up: its slot and its partial file go
-
-        def served() -> httpx.Response | None:
-            resp = client.post(SYNC, files=upload_files(clip))
-            return None if resp.status_code == 503 else resp
-
-        resp = wait_until(served, 10, "the slot to be freed", every=0)
-        assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
-        files = client.get(FILES).json()["data"]
-        assert files == [] and os.listdir(srv.data_dir / "files") == []
-
-
-# --------------------------------------------------------------------------------------
-# SIGTERM mid-work
-# --------------------------------------------------------------------------------------
-
-
-def jobs_at_rest(data_dir: Path) -> dict[str, dict[str, Any]]:
-    rows = read_db(
-        data_dir,
-        "SELECT j.id, j.status, j.attempts, j.result IS NOT NULL AS has_result,"
-        " q.claimed FROM jobs j LEFT JOIN queue q ON q.job_id = j.id",
-    )
-    return {row["id"]: dict(row) for row in rows}
-
-
-def wait_running(client: httpx.Client, job_id: str) -> None:
-    def running() -> bool:
-        return bool(client.get(f"{JOBS}/{job_id}").json()["status"] == "running")
-
-    wait_until(running, 60, f"{job_id} to start", every=0.05)
-
-
-def refuses_connections(srv: Server) -> bool:
-    try:
-        httpx.get(f"{srv.url}/healthz", timeout=1)
-    except httpx.ConnectError:
-        return True
-    except (httpx.ReadError, httpx.RemoteProtocolError):
-        pass  # accepted just as the listener closed, then reset: poll again
-    return False
-
-
-def sigterm(srv: Server, grace: float) -> None:
-    """SIGTERM: new connections are refused while the process still drains; then it exits
-    cleanly."""
-    assert srv.proc is not None
-    srv.proc.send_signal(signal.SIGTERM)
-    wait_until(lambda: refuses_connections(srv), 30, "connections to be refused", every=0.02)
-    if grace > 0:
-        assert srv.proc.poll() is None, "exited before the drain could be seen"
-    # uvicorn re-raises the signal once it has shut down cleanly
-    assert srv.proc.wait(grace + 15) == -signal.SIGTERM, srv.log()
-    assert "Application shutdown complete" in srv.log()
-
-
-@slow
-@pytest.mark.timeout(400)
-def test_sigterm_drains_in_flight_and_keeps_the_rest(
-    corpus: list[Clip], make_server: type[Server], tmp_path: Path
-) -> None:
-    """SIGTERM stops new connections at once, lets the job in flight finish within the grace
-    period and leaves the queued ones queued. With no grace left the running job is handed
-    back instead. After the restarts every job completes exactly once."""
-    clips = by_name(corpus)
-    data_dir = tmp_path / "data"
-    names = ("long_00.wav", "long_00.wav", "clip_05.wav", "clip_06.flac", "clip_08.ogg")
-    env = {"ASRSERVE_PREFETCH_JOBS": "1", "ASRSERVE_SHUTDOWN_GRACE_S": "60"}
-    first = make_server(data_dir, env=env).start()
-    with httpx.Client(base_url=first.url, timeout=60) as client:
-        ids = []
-        for name in names:
-            resp = client.post(JOBS, files=upload_files(clips[name]))
-            assert resp.status_code == 202, resp.text
-            ids.append(resp.json()["id"])
-        wait_running(client, ids[0])
-    sigterm(first, 60)
-    rest = jobs_at_rest(data_dir)
-    assert rest[ids[0]] == {**rest[ids[0]], "status": "succeeded", "attempts": 1}
-    for job_id in ids[1:]:
-        assert rest[job_id] == {
-            "id": job_id,
-            "status": "queued",
-            "attempts": 0,
-            "has_result": 0,
-            "claimed": 0,
-        }
-
-    second = make_server(data_dir, env={**env, "ASRSERVE_SHUTDOWN_GRACE_S": "0"}).start()
-    with httpx.Client(base_url=second.url, timeout=60) as client:
-        wait_running(client, ids[1])
-    sigterm(second, 0)
-    rest = jobs_at_rest(data_dir)
-    assert rest[ids[1]]["claimed"] == 0 and not rest[ids[1]]["has_result"], rest[ids[1]]
-    # handed back as it was: queued again, the interrupted attempt not counted
-    assert (rest[ids[1]]["status"], rest[ids[1]]["attempts"]) == ("queued", 0), rest[ids[1]]
-    assert all(rest[i]["status"] != "succeeded" for i in ids[1:]), rest
-
-    third = make_server(data_dir).start()
-    with httpx.Client(base_url=third.url, timeout=60) as client:
-        final = {job_id: wait_job(client, job_id) for job_id in ids}
-    third.stop()
-    for job_id, name in zip(ids, names, strict=True):
-        job = final[job_id]
-        assert job["status"] == "succeeded", job
-        assert wer_one(clips[name].text, job["result"]["text"]) < 0.35, job["result"]["text"]
-    rest = jobs_at_rest(data_dir)
-    assert [rest[i]["attempts"] for i in ids] == [1, 1, 1, 1, 1]  # handing back is no attempt
-    assert all(rest[i]["has_result"] and rest[i]["claimed"] is None for i in ids), rest
-    for srv in (first, second, third):
-        assert srv.log_path is not None
-        assert "Traceback" not in srv.log_path.read_text(errors="replace")
 
 
 @slow

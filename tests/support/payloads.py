@@ -101,3 +101,8 @@ def flac_total_samples(flac: bytes, total: int) -> bytes:
     packed = (packed & ~((1 << 36) - 1)) | total
     data[18:26] = packed.to_bytes(8, "big")
     return bytes(data)
+
+
+def by_name(corpus: list[Clip]) -> dict[str, Clip]:
+    """The corpus's clips by file name."""
+    return {clip.path.name: clip for clip in corpus}

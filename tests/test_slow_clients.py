@@ -1,0 +1,147 @@
+"""Slow and surplus clients against a real server: an upload that stalls or trickles gets
+408 while everyone else is served; uploads past the limit get 503 at once."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from asrserve.corpus import Clip
+from tests.support.faults import (
+    FILES,
+    JOBS,
+    SHORT_CLIPS,
+    SYNC,
+    assert_error,
+    assert_retry_after,
+    healthy,
+    listing,
+    upload_files,
+)
+from tests.support.payloads import by_name
+from tests.support.raw_http import BOUNDARY, multipart_head, read_response
+from tests.support.servers import Server
+from tests.support.wait import wait_until
+
+slow = pytest.mark.slow
+
+
+def open_upload(port: int, path: str, declared: int = 200_000, sent: int = 4096) -> socket.socket:
+    """A raw client that starts an upload of ``declared`` bytes and stops after ``sent``."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+        f"Content-Length: {declared}\r\n\r\n"
+    ).encode()
+    sock.sendall(head + multipart_head() + bytes(sent))
+    return sock
+
+
+def trickle(sock: socket.socket, every: float) -> tuple[int, dict[str, str], dict[str, Any], bool]:
+    """Send one byte of the file every ``every`` s until the server answers; the answer."""
+    while not select.select([sock], [], [], every)[0]:
+        sock.sendall(b"\x01")
+    return read_response(sock)
+
+
+IDLE_S = 3.0
+TOTAL_S = 6.0
+
+
+@slow
+def test_stalled_upload_gets_408(
+    corpus: list[Clip], make_server: type[Server], tmp_path: Path
+) -> None:
+    """A client that stops sending gets 408 after the idle timeout, one that trickles
+    after the total timeout; meanwhile the server serves everyone else. No file stays."""
+    clip = by_name(corpus)[SHORT_CLIPS[0]]
+    env = {
+        "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": str(IDLE_S),
+        "ASRSERVE_UPLOAD_TIMEOUT_S": str(TOTAL_S),
+    }
+    srv = make_server(tmp_path / "data", env=env).start()
+    with (
+        open_upload(srv.port, JOBS) as stalled,
+        open_upload(srv.port, SYNC) as trickling,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        trickled = pool.submit(trickle, trickling, 0.25)
+        with httpx.Client(base_url=srv.url, timeout=60) as client:
+            resp = client.post(SYNC, files=upload_files(clip))  # served while the two hang
+            assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
+            assert not select.select([stalled], [], [], 0)[0], "the stalled upload was answered"
+
+            status, headers, body, closed = read_response(stalled)
+            assert status == 408 and body["error"]["code"] == "upload_timeout", body
+            assert f"sent nothing for {IDLE_S:g} s" in body["error"]["message"]
+            assert closed and headers["connection"] == "close"
+            assert not trickled.done(), "the trickling upload ended before the stalled one"
+
+            status, _, body, closed = trickled.result(timeout=TOTAL_S + 10)
+            assert status == 408 and body["error"]["code"] == "upload_timeout", body
+            assert f"took longer than {TOTAL_S:g} s" in body["error"]["message"]
+            assert closed
+
+            healthy(srv, client)
+            jobs = {job["id"] for job in client.get(JOBS).json()["data"]}
+            assert set(os.listdir(srv.data_dir / "audio")) <= jobs
+
+
+@slow
+def test_uploads_past_the_limit_get_503(
+    corpus: list[Clip], make_server: type[Server], tmp_path: Path
+) -> None:
+    """Two uploads in progress with a limit of two: the third is refused at once with 503
+    and Retry-After, nothing read or written; when one ends, uploads are taken again."""
+    clip = by_name(corpus)[SHORT_CLIPS[1]]
+    env = {
+        "ASRSERVE_MAX_CONCURRENT_UPLOADS": "2",
+        "ASRSERVE_MAX_UPLOADS_PER_KEY": "2",  # one client here: it may take the whole pool
+        "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": "60",
+    }
+    srv = make_server(tmp_path / "data", env=env).start()
+    holders = [open_upload(srv.port, JOBS), open_upload(srv.port, FILES)]
+    with contextlib.ExitStack() as stack, httpx.Client(base_url=srv.url, timeout=60) as client:
+        for holder in holders:
+            stack.enter_context(holder)
+        probe = {"purpose": "audio"}, {"file": ("empty.bin", b"")}  # 400 once past the gate
+
+        def slots_full() -> bool:
+            resp = client.post(FILES, data=probe[0], files=probe[1])
+            if resp.status_code == 503:
+                return True
+            assert resp.status_code == 400, resp.text  # past the gate: not full yet
+            return False
+
+        wait_until(slots_full, 10, "the two held uploads to fill the slots", every=0)
+        before = listing(srv.data_dir)
+        for path in (SYNC, JOBS):
+            resp = client.post(path, files=upload_files(clip))
+            error = assert_error(resp, 503, "too_many_uploads")
+            assert "2 uploads" in error["message"], error
+            assert_retry_after(resp)
+            with open_upload(srv.port, path, sent=0) as sock:  # answered with no body sent
+                status, _, body, _ = read_response(sock)
+            assert (status, body["error"]["code"]) == (503, "too_many_uploads"), body
+        assert listing(srv.data_dir) == before
+        healthy(srv, client)
+
+        holders.pop().close()  # a client gives up: its slot and its partial file go
+
+        def served() -> httpx.Response | None:
+            resp = client.post(SYNC, files=upload_files(clip))
+            return None if resp.status_code == 503 else resp
+
+        resp = wait_until(served, 10, "the slot to be freed", every=0)
+        assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
+        files = client.get(FILES).json()["data"]
+        assert files == [] and os.listdir(srv.data_dir / "files") == []
