@@ -40,12 +40,12 @@ OPEN_ENV = {
     "ASRSERVE_UPLOAD_TIMEOUT_S": str(TOTAL_TIMEOUT_S),
 }
 SHARE = 2
-PROBES = 1000  # probes of the gate while the held uploads reach it
 AUTH_ENV = {
     "ASRSERVE_AUTH": "on",
     "ASRSERVE_MAX_CONCURRENT_UPLOADS": "4",
     "ASRSERVE_MAX_UPLOADS_PER_KEY": str(SHARE),
     "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": "60",
+    "ASRSERVE_UPLOAD_MIN_RATE_BYTES_S": "0",  # held uploads stay held (no drip-feed 408)
     "ASRSERVE_ALLOWED_HOSTS": "asr.example",
 }
 
@@ -61,6 +61,15 @@ def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 class AuthServer(Server):
     alice: str = ""
     bob: str = ""
+    admin: str = ""
+
+    def uploads_receiving(self) -> int:
+        """The ``asrserve_uploads_receiving`` gauge of its ``/metrics``."""
+        metrics = httpx.get(f"{self.url}/metrics", headers=auth(self.admin), timeout=30)
+        assert metrics.status_code == 200, metrics.text
+        found = re.search(r"^asrserve_uploads_receiving (\S+)$", metrics.text, re.MULTILINE)
+        assert found is not None, metrics.text
+        return int(float(found.group(1)))
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +77,7 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServer
     data = tmp_path_factory.mktemp("edge-auth") / "data"
     srv = AuthServer(data, env=AUTH_ENV)
     srv.alice, srv.bob = new_key(data, "alice"), new_key(data, "bob")
+    srv.admin = new_key(data, "ops", "--admin")
     srv.start()
     yield srv
     srv.stop()
@@ -153,17 +163,15 @@ def test_one_keys_stalled_uploads_leave_other_keys_room(auth_server: AuthServer)
     at once, Bob's is received."""
     alice, bob = auth(auth_server.alice), auth(auth_server.bob)
     held = f"Authorization: Bearer {auth_server.alice}\r\n"
-    probe = {"purpose": "audio"}, {"file": ("empty.bin", b"")}  # 400 once past the gate
+    probe = {"file": ("empty.bin", b"")}  # past the gate it would be 400 (empty)
+    wait_until(lambda: auth_server.uploads_receiving() == 0, 60, "earlier uploads to end")
     with contextlib.ExitStack() as stack, httpx.Client(base_url=auth_server.url) as client:
         for _ in range(SHARE):
             stack.enter_context(raw_upload(auth_server.port, FILES, headers=held))
-        # The held uploads reach the gate when the server gets to them: until then a probe
-        # passes it (and is refused as empty). Bounded by a count, not by the clock.
-        for _ in range(PROBES):
-            resp = client.post(FILES, data=probe[0], files=probe[1], headers=alice)
-            if resp.status_code == 503:
-                break
-            assert resp.status_code == 400, resp.text
+        # Read from the server: the held uploads are in the gate once it reports them.
+        wait_until(lambda: auth_server.uploads_receiving() == SHARE, 60, "the held uploads")
+        resp = client.post(FILES, data={"purpose": "audio"}, files=probe, headers=alice)
+        assert resp.status_code == 503, resp.text
         error = resp.json()["error"]
         assert error["code"] == "too_many_uploads" and "your share" in error["message"], error
         assert int(resp.headers["retry-after"]) > 0

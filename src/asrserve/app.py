@@ -99,6 +99,7 @@ def create_app(
         description="Whisper transcription built around a dynamic batching scheduler.",
     )
     app.state.context = context
+    context.metrics.watch_uploads(lambda: context.uploads.active)
     install_body_limit(app, settings.max_json_body_bytes)  # innermost: after keys
     app.middleware("http")(AccessControl(settings, backend.keys, backend.limiter))
     app.add_middleware(HostCheck, settings=settings)  # before keys: 421 for a rebound name

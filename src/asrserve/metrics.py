@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -76,6 +76,11 @@ class Metrics:
     def watch_scheduler(self, stats: SchedulerStats) -> None:
         self.registry.register(_SchedulerCollector(stats))
 
+    def watch_uploads(self, receiving: Callable[[], int]) -> None:
+        """``asrserve_uploads_receiving``: the upload bodies being received, read at scrape
+        time from ``receiving``."""
+        self.registry.register(_UploadsCollector(receiving))
+
     def watch_gpus(self, indices: Sequence[int]) -> bool:
         collector = nvml_collector(indices)
         if collector is not None:
@@ -125,6 +130,18 @@ class _SchedulerCollector(Collector):
         )
         waste.add_metric([], stats.padding_waste())
         yield from (chunks, seconds, busy, waste)
+
+
+class _UploadsCollector(Collector):
+    def __init__(self, receiving: Callable[[], int]) -> None:
+        self._receiving = receiving
+
+    def collect(self) -> Iterable[Metric]:
+        yield GaugeMetricFamily(
+            "asrserve_uploads_receiving",
+            "Upload bodies being received (each holds a slot of max_concurrent_uploads)",
+            value=self._receiving(),
+        )
 
 
 class _NvmlCollector(Collector):
