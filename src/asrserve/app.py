@@ -34,7 +34,7 @@ from asrserve.batch_api.models import Batch
 from asrserve.batch_api.runner import BatchRunner
 from asrserve.cluster.merge import merge
 from asrserve.engine import loading
-from asrserve.engine.base import ModelInfo
+from asrserve.engine.catalog import Catalog
 from asrserve.events import Finished
 from asrserve.jobs.models import Priority
 from asrserve.runtime import (
@@ -79,10 +79,10 @@ def create_app(
                 local = await start_inference(
                     settings, backend, engine_factory, context.metrics, recorder
                 )
-            model = local.model if local is not None else loading.describe(settings)
-            tasks.append(asyncio.create_task(_lead(settings, backend, context, model)))
+            catalog = local.catalog if local is not None else loading.catalog(settings)
+            tasks.append(asyncio.create_task(_lead(settings, backend, context, catalog)))
             context.scheduler_view = _view(backend, local)
-            context.model = model
+            context.catalog = catalog
             yield
         finally:
             if local is not None:
@@ -112,7 +112,7 @@ def create_app(
 
 
 async def _lead(
-    settings: Settings, backend: Backend, context: ApiContext, model: ModelInfo
+    settings: Settings, backend: Backend, context: ApiContext, catalog: Catalog
 ) -> None:
     """The duties one node runs for the whole deployment: here (embedded), or wherever the
     leader lease is held (distributed)."""
@@ -125,7 +125,7 @@ async def _lead(
         if batch.callback_url:
             webhooks.kick()
 
-    runner = BatchRunner(service, backend.batches, backend.files, model, on_batch_api_done)
+    runner = BatchRunner(service, backend.batches, backend.files, catalog, on_batch_api_done)
 
     def on_finish(notice: Finished) -> None:
         if notice.callback:

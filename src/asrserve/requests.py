@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from asrserve import outbound
 from asrserve.engine.base import ModelInfo
+from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import TranscriptionOptions
+from asrserve.jobs.models import Task, TranscriptionOptions
 
-OPENAI_ALIAS = "whisper-1"
 GRANULARITIES = {"word", "segment"}
 MAX_PROMPT_CHARS = 1000
 """Whisper conditions on at most 223 prompt tokens (half its 448-token context, less one),
@@ -44,11 +44,12 @@ class _Fields:
 
 
 def parse_request(
-    fields: Fields, model: ModelInfo, *, callback: bool = False
+    fields: Fields, catalog: Catalog, *, callback: bool = False, task: Task = Task.TRANSCRIBE
 ) -> TranscriptionRequest:
     """Validate transcription options given as fields (each name → its values, as text)."""
     given = _Fields(fields)
-    _check_model(given.get("model"), model)
+    model = catalog.resolve(given.get("model"))
+    _check_task(task, model)
     fmt = _response_format(given.get("response_format"))
     granularities = _granularities(given)
     words = "word" in granularities
@@ -58,6 +59,8 @@ def parse_request(
             param="timestamp_granularities[]",
         )
     options = TranscriptionOptions(
+        model=model.id,
+        task=task,
         language=_language(given.get("language"), model),
         prompt=_prompt(given.get("prompt")),
         temperature=_number(given.get("temperature"), "temperature", 0.0, 1.0, 0.0),
@@ -99,12 +102,12 @@ def _prompt(value: str | None) -> str | None:
     return value or None
 
 
-def _check_model(value: str | None, model: ModelInfo) -> None:
-    if value and value not in (model.id, OPENAI_ALIAS):
+def _check_task(task: Task, model: ModelInfo) -> None:
+    if task is Task.TRANSLATE and not model.multilingual:
         raise InvalidRequest(
-            f"model '{value}' is not served here; use '{model.id}' or '{OPENAI_ALIAS}'",
+            f"model '{model.id}' is English-only and cannot translate; use a multilingual model",
             param="model",
-            code="model_not_found",
+            code="translation_unsupported",
         )
 
 

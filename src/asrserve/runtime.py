@@ -22,6 +22,7 @@ from asrserve.cluster.base import WorkerRegistry
 from asrserve.consumer import Consumer, Lane
 from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.engine.base import Engine, ModelInfo
+from asrserve.engine.catalog import Catalog
 from asrserve.engine.loading import resolve_device
 from asrserve.jobs.models import Job, Priority
 from asrserve.metrics import Metrics
@@ -39,7 +40,7 @@ class Inference:
     """Everything inference runs on this node, so it can be stopped in order."""
 
     settings: Settings
-    model: ModelInfo
+    catalog: Catalog
     scheduler: Scheduler
     consumer: Consumer
     executors: list[ThreadPoolExecutor]
@@ -84,7 +85,8 @@ async def start_inference(
 ) -> Inference:
     engines = await asyncio.to_thread(engine_factory, settings)
     scheduler = _scheduler(settings, engines, metrics, recorder)
-    model = ModelInfo(engines[0].model_id, engines[0].multilingual, settings.beam_size)
+    first = engines[0]
+    catalog = Catalog.of([ModelInfo(first.model_id, first.multilingual, settings.beam_size)])
     preprocess = ThreadPoolExecutor(
         settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
     )
@@ -106,7 +108,7 @@ async def start_inference(
     consumer = Consumer(settings, backend, scheduler, engines[0], lanes, on_finished)
     recovered = await consumer.durably("recover", backend.queue.recover)
     await consumer.durably("requeue", functools.partial(requeue_lost, backend))
-    inference = Inference(settings, model, scheduler, consumer, [preprocess, offline])
+    inference = Inference(settings, catalog, scheduler, consumer, [preprocess, offline])
     inference.tasks = {
         "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
         "consumer": asyncio.create_task(consumer.run(), name="consumer"),

@@ -37,6 +37,7 @@ class Transcript(BaseModel):
     duration: float
     segments: list[Segment]
     task: str = "transcribe"
+    language_probability: float | None = None  # when the language was detected
 
     @property
     def text(self) -> str:

@@ -18,13 +18,14 @@ from asrserve.batch_api.requests import (
     parse_input,
 )
 from asrserve.engine.base import ModelInfo
+from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobError, JobStatus
 from asrserve.requests import MAX_PROMPT_CHARS, parse_request
 from tests.support.fakes import transcript
 
-MODEL = ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)
+MODEL = Catalog.of([ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)])
 LINE_LIMIT = 1024
 
 

@@ -23,7 +23,7 @@ router = APIRouter(prefix="/v1")
 
 
 def ready_model(ctx: ApiContext = Depends(context)) -> ApiContext:  # noqa: B008
-    if ctx.model is None:
+    if ctx.catalog is None:
         raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
     return ctx
 
@@ -32,10 +32,10 @@ async def receive_transcription(
     request: Request, ctx: ApiContext, max_bytes: int, *, callback: bool = False
 ) -> tuple[str, Upload, TranscriptionRequest]:
     """Stream the upload to disk and validate the form; nothing is kept if either fails."""
-    assert ctx.model is not None
+    assert ctx.catalog is not None
     job_id, dest = ctx.service.new_upload_path()
     upload = await receive_upload(request, dest, max_bytes, ctx.uploads)
-    return job_id, upload, parse_form(upload, ctx.model, callback=callback)
+    return job_id, upload, parse_form(upload, ctx.catalog, callback=callback)
 
 
 @router.post("/audio/transcriptions", openapi_extra=transcription_form(sync=True))
@@ -66,16 +66,17 @@ async def create_transcription(
 
 @router.get("/models")
 async def list_models(ctx: ApiContext = Depends(ready_model)) -> dict[str, Any]:  # noqa: B008
-    assert ctx.model is not None
-    return {"object": "list", "data": [_model_card(ctx.model.id)]}
+    assert ctx.catalog is not None
+    return {"object": "list", "data": [_model_card(model.id) for model in ctx.catalog]}
 
 
 @router.get("/models/{model_id}")
 async def get_model(model_id: str, ctx: ApiContext = Depends(ready_model)) -> dict[str, Any]:  # noqa: B008
-    assert ctx.model is not None
-    if model_id not in (ctx.model.id, "whisper-1"):
+    assert ctx.catalog is not None
+    model = ctx.catalog.get(model_id)
+    if model is None:
         raise ApiError(404, f"no model '{model_id}'", param="model", code="model_not_found")
-    return _model_card(ctx.model.id)
+    return _model_card(model.id)
 
 
 def _model_card(model_id: str) -> dict[str, Any]:

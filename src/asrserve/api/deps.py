@@ -10,7 +10,7 @@ from fastapi import Request
 
 from asrserve.api.uploads import UploadGate
 from asrserve.batch_api.store import BatchStore
-from asrserve.engine.base import ModelInfo
+from asrserve.engine.catalog import Catalog
 from asrserve.files.store import FileStore
 from asrserve.metrics import Metrics
 from asrserve.service import Service
@@ -23,14 +23,14 @@ class ApiContext:
     batches: BatchStore
     metrics: Metrics = field(default_factory=Metrics)
     uploads: UploadGate = field(default_factory=UploadGate)  # uploads being received
-    model: ModelInfo | None = None  # set once the model is loaded
+    catalog: Catalog | None = None  # the served models, set once they are loaded
     scheduler_view: Callable[[], Awaitable[dict[str, Any]]] = field(default=lambda: _empty())
     # raises when the broker is unreachable (embedded: never)
     broker_ping: Callable[[], Awaitable[object]] = field(default=lambda: _empty())
 
     @property
     def ready(self) -> bool:
-        return self.model is not None
+        return self.catalog is not None
 
 
 async def _empty() -> dict[str, Any]:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from asrserve.api.uploads import Upload
-from asrserve.engine.base import ModelInfo
+from asrserve.engine.catalog import Catalog
 from asrserve.errors import AsrError
+from asrserve.jobs.models import Task
 from asrserve.requests import TranscriptionRequest, parse_request
 
 
-def parse_form(upload: Upload, model: ModelInfo, *, callback: bool = False) -> TranscriptionRequest:
+def parse_form(
+    upload: Upload, catalog: Catalog, *, callback: bool = False, task: Task = Task.TRANSCRIBE
+) -> TranscriptionRequest:
     """The form's fields as a transcription request (see :func:`asrserve.requests.parse_request`);
     if they are not one, the uploaded file is not kept."""
     try:
-        return parse_request(upload.fields, model, callback=callback)
+        return parse_request(upload.fields, catalog, callback=callback, task=task)
     except AsrError:
         upload.remove()
         raise

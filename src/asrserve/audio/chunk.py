@@ -94,7 +94,7 @@ def assemble(
         language=language,
         duration=round(duration, 3),
         segments=restore(per_chunk, speech, duration),
-        task=options.task,
+        task=options.task.value,
     )
 
 

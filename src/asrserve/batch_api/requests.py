@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from asrserve.batch_api.models import ENDPOINT, BatchErrorLine
-from asrserve.engine.base import ModelInfo
+from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest, shown
 from asrserve.requests import TranscriptionRequest, parse_request
 
@@ -87,11 +87,11 @@ def count_requests(source: BinaryIO, max_line_bytes: int) -> int:
 
 
 def parse_input(
-    source: BinaryIO, model: ModelInfo, max_requests: int, max_line_bytes: int
+    source: BinaryIO, catalog: Catalog, max_requests: int, max_line_bytes: int
 ) -> list[RequestLine]:
     """Every request of the file, or :class:`InvalidInput` listing what is wrong (by line)."""
     lines = jsonl_lines(source, max_line_bytes)
-    requests, errors = _parse_lines(lines, model, max_requests, max_line_bytes)
+    requests, errors = _parse_lines(lines, catalog, max_requests, max_line_bytes)
     if not errors and not requests:
         errors.append(_error("empty_file", "the input file has no requests"))
     if errors:
@@ -100,7 +100,7 @@ def parse_input(
 
 
 def _parse_lines(
-    lines: Iterable[Line], model: ModelInfo, max_requests: int, max_line_bytes: int
+    lines: Iterable[Line], catalog: Catalog, max_requests: int, max_line_bytes: int
 ) -> tuple[list[RequestLine], list[BatchErrorLine]]:
     requests: list[RequestLine] = []
     errors: list[BatchErrorLine] = []
@@ -111,7 +111,7 @@ def _parse_lines(
             errors.insert(0, _error("too_many_requests", message))
             break
         try:
-            request = _parse_line(line, model, max_line_bytes)
+            request = _parse_line(line, catalog, max_line_bytes)
         except _LineError as exc:
             errors.append(exc.error)
         else:
@@ -131,7 +131,7 @@ class _LineError(Exception):
         self.error = error
 
 
-def _parse_line(raw: Line, model: ModelInfo, max_line_bytes: int) -> RequestLine:
+def _parse_line(raw: Line, catalog: Catalog, max_line_bytes: int) -> RequestLine:
     line = raw.number
 
     def fail(code: str, message: str, param: str | None = None) -> _LineError:
@@ -145,7 +145,7 @@ def _parse_line(raw: Line, model: ModelInfo, max_line_bytes: int) -> RequestLine
     file_id = _check_body(body, fail)
     assert isinstance(body, dict)
     try:
-        request = parse_request(_fields(body), model)
+        request = parse_request(_fields(body), catalog)
     except InvalidRequest as exc:
         param = f"body.{exc.param}" if exc.param else "body"
         raise fail(exc.code or "invalid_body", exc.message, param) from None

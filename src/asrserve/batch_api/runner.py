@@ -26,7 +26,7 @@ from asrserve.batch_api.models import item_job_id as job_id_for
 from asrserve.batch_api.output import split_lines, write_lines
 from asrserve.batch_api.requests import InvalidInput, RequestLine, parse_input
 from asrserve.batch_api.store import BatchStore
-from asrserve.engine.base import ModelInfo
+from asrserve.engine.catalog import Catalog
 from asrserve.errors import AsrError, NotFound, QuotaExceeded
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
@@ -42,7 +42,7 @@ class BatchRunner:
         service: Service,
         batches: BatchStore,
         files: FileStore,
-        model: ModelInfo,
+        catalog: Catalog,
         on_end: Callable[[Batch], None] = lambda batch: None,
     ) -> None:
         self._service = service
@@ -50,7 +50,7 @@ class BatchRunner:
         self._settings = service.settings
         self._batches = batches
         self._files = files
-        self._model = model
+        self._catalog = catalog
         self._kick = asyncio.Event()
 
     def kick(self) -> None:
@@ -151,7 +151,7 @@ class BatchRunner:
             with path.open("rb") as source:
                 return parse_input(
                     source,
-                    self._model,
+                    self._catalog,
                     settings.batch_api_max_requests,
                     settings.batch_api_max_line_bytes,
                 )

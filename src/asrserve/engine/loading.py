@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from asrserve.engine.base import Engine, ModelInfo
+from asrserve.engine.catalog import Catalog
 from asrserve.engine.whisper import (
     EngineConfig,
     FasterWhisperEngine,
@@ -36,6 +37,11 @@ def describe(settings: Settings) -> ModelInfo:
     """What the API validates requests against, read from the model directory."""
     size = vocabulary_size(model_path(settings))
     return ModelInfo(model_id(settings), size >= MULTILINGUAL_VOCABULARY, settings.beam_size)
+
+
+def catalog(settings: Settings) -> Catalog:
+    """The served models, read from their directories (nothing is loaded)."""
+    return Catalog.of([describe(settings)])
 
 
 def vocabulary_size(path: Path) -> int:

@@ -146,7 +146,7 @@ class FasterWhisperEngine(Engine):
         segments, info = self._model.transcribe(
             audio,
             language=options.language or ("en" if not self.multilingual else None),
-            task=options.task,
+            task=options.task.value,
             beam_size=options.beam_size,
             temperature=options.temperature,
             initial_prompt=options.prompt,
@@ -177,7 +177,7 @@ class FasterWhisperEngine(Engine):
                 )
             )
         return Transcript(
-            language=info.language, duration=info.duration, segments=out, task=options.task
+            language=info.language, duration=info.duration, segments=out, task=options.task.value
         )
 
     def _decode_setup(self, options: TranscriptionOptions) -> tuple[Any, Any]:
@@ -189,7 +189,7 @@ class FasterWhisperEngine(Engine):
         tokenizer = Tokenizer(
             self._model.hf_tokenizer,
             self.multilingual,
-            task=options.task,
+            task=options.task.value,
             language=language or "en",
         )
         fw_options = FwOptions(

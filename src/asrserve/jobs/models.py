@@ -38,17 +38,24 @@ class WebhookStatus(StrEnum):
     FAILED = "failed"
 
 
+class Task(StrEnum):
+    TRANSCRIBE = "transcribe"
+    TRANSLATE = "translate"  # into English
+    DETECT = "detect"  # the spoken language only: no segments
+
+
 class TranscriptionOptions(BaseModel):
     """Decoding options that travel with a job; those that differ cannot share a batch."""
 
     model_config = ConfigDict(frozen=True)
 
+    model: str = ""  # the served model's id; "" (a job stored before models had ids): the default
     language: str | None = None
     prompt: str | None = None
     temperature: float = Field(0.0, ge=0.0, le=1.0)
     word_timestamps: bool = False
     beam_size: int = Field(5, ge=1, le=20)
-    task: str = "transcribe"
+    task: Task = Task.TRANSCRIBE
 
 
 class JobError(BaseModel):

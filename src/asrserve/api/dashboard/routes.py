@@ -63,7 +63,7 @@ async def stats(ctx: Ctx) -> dict[str, Any]:
         "now": time.monotonic(),
         "time": time.time(),
         "ready": ctx.ready,
-        "model": ctx.model.id if ctx.model is not None else None,
+        "model": ctx.catalog.default.id if ctx.catalog is not None else None,
         "scheduler": await ctx.scheduler_view(),
         "latency": latency_summary(jobs),
         "jobs": [job_row(job) for job in jobs[:RECENT_JOBS]],
