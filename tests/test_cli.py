@@ -28,8 +28,14 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_missing_model_is_a_clear_startup_error(tmp_path: Path) -> None:
     result = run_cli("serve", "--model", str(tmp_path / "nope"), "--port", "0")
     assert result.returncode == 2
-    assert "is not a CTranslate2 Whisper model" in result.stderr
-    assert "nothing is downloaded" in result.stderr
+    assert "is not a CTranslate2 Whisper model directory" in result.stderr
+    assert "a Hugging Face repo id (org/name)" in result.stderr
+
+
+def test_a_model_not_cached_while_offline_is_a_clear_startup_error(tmp_path: Path) -> None:
+    result = run_cli("serve", "--model", "large-v3", "--offline", "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert "'large-v3' (Systran/faster-whisper-large-v3) is not in the model cache" in result.stderr
 
 
 def test_flags_override_settings() -> None:

@@ -1,0 +1,136 @@
+"""Where a served model comes from: what a user names, turned into a CTranslate2 directory.
+
+A name is tried, in order, as an existing directory; as a model an installed Python package
+ships (``tiny.en``, ``base``: see :mod:`asrserve.engine.packaged`); as a faster-whisper size
+name (``large-v3``) or a Hugging Face repo id (``org/name``), fetched through
+``huggingface_hub`` into the model cache. Every failure is a :class:`ModelNotFoundError`
+that says what to install or how to allow the download: the CLI raises it at start-up,
+before the port is bound.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from asrserve.engine.base import ModelNotFoundError
+from asrserve.engine.packaged import PACKAGED, Locate, PackageMissing, package_dir
+from asrserve.engine.whisper import REQUIRED_FILES, check_model_dir
+from asrserve.settings import Settings
+
+# faster-whisper's own names (faster_whisper.utils._MODELS), so users type what they know.
+SYSTRAN = "Systran/faster-whisper-"
+DISTIL = "Systran/faster-distil-whisper-"
+TURBO = "mobiuslabsgmbh/faster-whisper-large-v3-turbo"
+SIZES = ("tiny", "base", "small", "medium")
+HUB_NAMES: dict[str, str] = {
+    **{size: SYSTRAN + size for size in SIZES},
+    **{f"{size}.en": SYSTRAN + f"{size}.en" for size in SIZES},
+    **{f"large-v{n}": SYSTRAN + f"large-v{n}" for n in (1, 2, 3)},
+    "large": SYSTRAN + "large-v3",
+    **{
+        f"distil-{size}": DISTIL + size
+        for size in ("small.en", "medium.en", "large-v2", "large-v3")
+    },
+    "distil-large-v3.5": "distil-whisper/distil-large-v3.5-ct2",
+    "large-v3-turbo": TURBO,
+    "turbo": TURBO,
+}
+HUB_FILES = [
+    "config.json",
+    "model.bin",
+    "tokenizer.json",
+    "vocabulary.*",
+    "preprocessor_config.json",
+]
+REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    name: str  # as configured
+    id: str  # what it is served as
+    path: Path  # a CTranslate2 Whisper directory
+    origin: str  # "directory", "package" or "hub"
+
+
+def resolve_models(settings: Settings) -> list[ModelSource]:
+    """Every configured model, in order (the first is the default), checked to be there."""
+    sources = [
+        resolve(name, cache_dir=settings.model_cache, offline=settings.offline)
+        for name in settings.models
+    ]
+    if settings.model_id and len(sources) == 1:
+        sources = [replace(sources[0], id=settings.model_id)]
+    for served, count in Counter(source.id for source in sources).items():
+        if count > 1:
+            names = ", ".join(source.name for source in sources if source.id == served)
+            raise ModelNotFoundError(
+                f"models {names} would all be served as {served!r}: name each model once"
+                " (two directories need different names)"
+            )
+    return sources
+
+
+def resolve(
+    name: str, *, cache_dir: Path, offline: bool, locate: Locate = package_dir
+) -> ModelSource:
+    """One model by name; ``locate`` finds installed packages (tests point it elsewhere)."""
+    path = Path(name).expanduser()
+    if path.exists():
+        return ModelSource(name, path.resolve().name, check_model_dir(path), "directory")
+    missing: PackageMissing | None = None
+    packaged = PACKAGED.get(name)
+    if packaged is not None:
+        try:
+            return ModelSource(name, name, packaged.install(cache_dir, locate), "package")
+        except PackageMissing as exc:
+            missing = exc
+    repo = HUB_NAMES.get(name) or (name if REPO_ID.fullmatch(name) else None)
+    if repo is None:
+        raise ModelNotFoundError(
+            f"model {name!r} is not a CTranslate2 Whisper model directory (there is none at"
+            f" {path}), a packaged model ({', '.join(PACKAGED)}), a faster-whisper size name"
+            " such as small or large-v3, or a Hugging Face repo id (org/name): docs/models.md"
+        )
+    return ModelSource(name, name, download(name, repo, cache_dir, offline, missing), "hub")
+
+
+def download(
+    name: str, repo: str, cache_dir: Path, offline: bool, missing: PackageMissing | None
+) -> Path:
+    """The repo's snapshot in the hub cache under ``cache_dir``, fetched unless offline."""
+    import huggingface_hub
+
+    offline = offline or hub_offline()
+    try:
+        folder = huggingface_hub.snapshot_download(
+            repo, cache_dir=cache_dir, allow_patterns=HUB_FILES, local_files_only=offline
+        )
+    except (OSError, ValueError) as exc:
+        install = f"; or install it: {missing} (make run MODELS={name})" if missing else ""
+        if offline:
+            reason = (
+                f"is not in the model cache {cache_dir} and downloads are off (--offline,"
+                " ASRSERVE_OFFLINE or HF_HUB_OFFLINE): run once without them to download it"
+            )
+        else:
+            reason = f"could not be downloaded from the Hugging Face Hub ({exc})"
+        raise ModelNotFoundError(
+            f"model {name!r} ({repo}) {reason}{install}; or pass a CTranslate2 Whisper directory"
+        ) from exc
+    missing_files = [file for file in REQUIRED_FILES if not (Path(folder) / file).is_file()]
+    if missing_files:
+        raise ModelNotFoundError(
+            f"{repo} is not a CTranslate2 Whisper model (it has no {', '.join(missing_files)}):"
+            " name a faster-whisper conversion, such as Systran/faster-whisper-small"
+        )
+    return Path(folder)
+
+
+def hub_offline() -> bool:
+    """``HF_HUB_OFFLINE`` as huggingface_hub reads it (1, on, yes, true)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
