@@ -27,7 +27,7 @@ def engine() -> Engine:
     from asrserve.engine import loading
     from asrserve.settings import Settings
 
-    return loading.load(Settings())[0]
+    return loading.load(Settings())[0]["tiny.en"]
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ from pydantic import ValidationError
 
 from asrserve.batcher.policies import POLICIES
 from asrserve.engine.base import ModelNotFoundError
+from asrserve.errors import InvalidRequest
+from asrserve.jobs.models import TranscriptionOptions
 from asrserve.logs import configure as configure_logging
 from asrserve.settings import EncoderWindow, Settings, warn_renamed
 
@@ -24,8 +26,8 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--host": ("host", str, "bind address (127.0.0.1)"),
     "--port": ("port", int, "port (8000)"),
     "--data-dir": ("data_dir", Path, "jobs database and uploaded audio (./data)"),
-    "--model": ("model", Path, "CTranslate2 Whisper model dir (bundled tiny.en)"),
-    "--model-id": ("model_id", str, "id the model is served as"),
+    "--model-id": ("model_id", str, "id the one model is served as"),
+    "--model-cache-dir": ("model_cache_dir", Path, "model cache (DATA_DIR/models)"),
     "--device": ("device", str, "cpu, cuda or auto"),
     "--device-index": ("device_index", str, "CUDA device indices, e.g. 0,1"),
     "--compute-type": ("compute_type", str, "int8 on CPU, float16 on CUDA by default"),
@@ -69,6 +71,10 @@ def build_settings(args: argparse.Namespace) -> Settings:
         for flag, (field, _, _) in SERVE_FLAGS.items()
         if getattr(args, flag[2:].replace("-", "_"), None) is not None
     }
+    if getattr(args, "models", None):
+        overrides["models"] = tuple(args.models)
+    if getattr(args, "offline", False):
+        overrides["offline"] = True
     if getattr(args, "devices", None):
         overrides.update(parse_devices(args.devices))
     return Settings(**overrides)
@@ -90,6 +96,21 @@ def parse_devices(value: str) -> dict[str, Any]:
     return {"device": "cuda", "device_index": indices}
 
 
+def add_model_arguments(sub: argparse.ArgumentParser) -> None:
+    """``--model`` (repeatable, replaces ASRSERVE_MODELS) and ``--offline`` (docs/models.md)."""
+    sub.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        metavar="NAME",
+        help="a model to serve, repeatable, the first the default: a directory, tiny.en, base,"
+        " a faster-whisper size (large-v3) or a hub repo id (org/name)",
+    )
+    sub.add_argument(
+        "--offline", action="store_true", help="never download a model: use the cache only"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="asrserve", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
@@ -108,6 +129,7 @@ def parser() -> argparse.ArgumentParser:
         for old, new in RENAMED_FLAGS.items():
             sub.add_argument(old, type=SERVE_FLAGS[new][1], default=None, help=argparse.SUPPRESS)
         sub.add_argument("--devices", help="'cpu' or 'cuda:0,cuda:1': one model replica each")
+        add_model_arguments(sub)
     bench = commands.add_parser("bench", help="load-test policies side by side")
     from asrserve.bench.cli import add_arguments
 
@@ -126,6 +148,15 @@ def parser() -> argparse.ArgumentParser:
     add_batch_arguments(batch)
     transcribe.add_argument("files", nargs="+", type=Path)
     transcribe.add_argument("--format", default="txt", choices=["txt", "json", "srt", "vtt"])
+    transcribe.add_argument(
+        "--task",
+        default="transcribe",
+        choices=["transcribe", "translate"],
+        help="translate: into English (a multilingual model only)",
+    )
+    transcribe.add_argument(
+        "--language", help="the spoken language, an ISO-639-1 code (default: detected)"
+    )
     transcribe.add_argument(
         "--out", type=Path, default=None, help="write FILE.<format> here (default: stdout)"
     )
@@ -177,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return serve(settings, inference=serves_inference(args, settings))
         if args.command == "worker":
             return work(settings)
-        return transcribe(settings, args.files, args.format, args.out)
+        return transcribe(
+            settings, args.files, args.format, args.out, task=args.task, language=args.language
+        )
     except ModelNotFoundError as exc:
         print(f"asrserve: {exc}", file=sys.stderr)
         return 2
@@ -196,9 +229,9 @@ def serve(settings: Settings, *, inference: bool = True) -> int:
 
     from asrserve.app import create_app
     from asrserve.auth.cli import UnsafeStart, refuse_unsafe_start
-    from asrserve.engine.loading import model_path
+    from asrserve.engine.sources import resolve_models
 
-    model_path(settings)  # fail fast, with a clear message, before binding the port
+    resolve_models(settings)  # fail fast, with a clear message, before binding the port
     try:
         refuse_unsafe_start(settings)
     except UnsafeStart as exc:
@@ -221,13 +254,13 @@ def work(settings: Settings) -> int:
     import asyncio
     import logging
 
-    from asrserve.engine.loading import model_path
+    from asrserve.engine.sources import resolve_models
     from asrserve.node import run_worker
 
     if settings.broker is None:
         print("asrserve: a worker node needs --broker redis://HOST:PORT/DB", file=sys.stderr)
         return 2
-    model_path(settings)
+    resolve_models(settings)
     asyncio.run(run_worker(settings))
     # Everything is handed back or stored and Redis is closed. Leave without the
     # interpreter's teardown: destroying the native inference libraries' thread pools
@@ -239,17 +272,28 @@ def work(settings: Settings) -> int:
     os._exit(0)
 
 
-def transcribe(settings: Settings, files: list[Path], fmt: str, out: Path | None) -> int:
+def transcribe(
+    settings: Settings,
+    files: list[Path],
+    fmt: str,
+    out: Path | None,
+    *,
+    task: str = "transcribe",
+    language: str | None = None,
+) -> int:
     from tqdm import tqdm
 
     from asrserve.audio.errors import AudioError
     from asrserve.engine import loading
     from asrserve.formats import ResponseFormat, render
-    from asrserve.jobs.models import TranscriptionOptions
     from asrserve.local import transcribe_file
 
-    engine = loading.load(settings.model_copy(update={"cpu_replicas": 1}))[0]
-    options = TranscriptionOptions(beam_size=settings.beam_size)
+    try:
+        options = local_options(settings, task, language)
+    except InvalidRequest as exc:
+        print(f"asrserve: {exc.message}", file=sys.stderr)
+        return 2
+    engine = next(iter(loading.load(settings.model_copy(update={"cpu_replicas": 1}))[0].values()))
     response = {
         "txt": ResponseFormat.TEXT,
         "json": ResponseFormat.VERBOSE_JSON,
@@ -268,7 +312,7 @@ def transcribe(settings: Settings, files: list[Path], fmt: str, out: Path | None
                 max_seconds=settings.max_audio_seconds,
                 vad=settings.vad_filter,
                 batch_size=settings.max_batch_size,
-                windows=settings.windows,
+                windows=settings.windows_for(engine.multilingual),
             )
         except (AudioError, OSError) as exc:
             failures += 1
@@ -281,6 +325,17 @@ def transcribe(settings: Settings, files: list[Path], fmt: str, out: Path | None
         else:
             (out / f"{path.stem}.{fmt}").write_text(text, encoding="utf-8")
     return 1 if failures else 0
+
+
+def local_options(settings: Settings, task: str, language: str | None) -> TranscriptionOptions:
+    """``--task`` and ``--language`` checked as the API checks them, against the default
+    model (a translation needs a multilingual one, as does a language other than English)."""
+    from asrserve.engine import loading
+    from asrserve.jobs.models import Task
+    from asrserve.requests import parse_request
+
+    fields = {"language": [language]} if language else {}
+    return parse_request(fields, loading.catalog(settings), task=Task(task)).options
 
 
 if __name__ == "__main__":

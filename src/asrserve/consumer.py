@@ -23,7 +23,6 @@ from typing import TypeVar
 from asrserve.backends import Backend
 from asrserve.batcher.scheduler import DeadlineExceeded, RunTimeout, Scheduler
 from asrserve.distributed.connection import REDIS_ERRORS
-from asrserve.engine.base import Engine
 from asrserve.errors import AsrError
 from asrserve.events import Finished
 from asrserve.jobs.models import Job, JobError, Priority
@@ -104,7 +103,6 @@ class Consumer:
         settings: Settings,
         backend: Backend,
         scheduler: Scheduler,
-        features: Engine,
         lanes: list[Lane],
         on_finished: Callable[[Job], Awaitable[None]],
     ) -> None:
@@ -119,7 +117,7 @@ class Consumer:
         self._deliveries: dict[str, Delivery] = {}
         self._user_cancelled: set[str] = set()
         self._isolation = Isolation()
-        self._transcriber = Transcriber(settings, backend, scheduler, features, self.durably)
+        self._transcriber = Transcriber(settings, backend, scheduler, self.durably)
         backend.events.on_cancel(self.cancel)
 
     @property

@@ -4,28 +4,51 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from asrserve.audio.chunk import assemble
 from asrserve.audio.features import PreparedAudio, prepare
-from asrserve.engine.base import Engine, RawSegment
+from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, Engine, RawSegment
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Transcript
+
+FULL_WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
 
 
 def transcribe_prepared(
     engine: Engine, prepared: PreparedAudio, options: TranscriptionOptions, *, batch_size: int
 ) -> Transcript:
+    detected = _detect(engine, prepared, options)
+    if detected is not None:
+        options = options.model_copy(update={"language": detected[0]})
     per_chunk: list[list[RawSegment]] = []
     for start in range(0, len(prepared.chunks), batch_size):
         per_chunk.extend(
             engine.transcribe_batch(prepared.chunks[start : start + batch_size], options)
         )
-    return assemble(
+    transcript = assemble(
         per_chunk,
         prepared.layout.speech,
         prepared.duration,
         options,
         multilingual=engine.multilingual,
     )
+    if detected is None:
+        return transcript
+    return transcript.model_copy(update={"language_probability": detected[1]})
+
+
+def _detect(
+    engine: Engine, prepared: PreparedAudio, options: TranscriptionOptions
+) -> tuple[str, float] | None:
+    """The file's language, as the served path decides it: once, from the first window of
+    speech on a full 30 s encoder window (None: given, English-only, or no speech)."""
+    if not engine.multilingual or options.language is not None or not prepared.chunks:
+        return None
+    features = prepared.chunks[0].features
+    window = np.zeros((features.shape[0], FULL_WINDOW_FRAMES), dtype=features.dtype)
+    window[:, : features.shape[1]] = features[:, :FULL_WINDOW_FRAMES]
+    return engine.detect_language([window])[0]
 
 
 def transcribe_file(

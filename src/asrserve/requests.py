@@ -109,6 +109,13 @@ def _check_task(task: Task, model: ModelInfo) -> None:
             param="model",
             code="translation_unsupported",
         )
+    if task is Task.DETECT and not model.multilingual:
+        raise InvalidRequest(
+            f"model '{model.id}' is English-only and cannot tell languages apart; use a"
+            " multilingual model",
+            param="model",
+            code="detection_unsupported",
+        )
 
 
 def _response_format(value: str | None) -> ResponseFormat:

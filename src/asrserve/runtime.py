@@ -10,7 +10,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +31,8 @@ from asrserve.tune.recorder import TrafficRecorder
 
 log = logging.getLogger(__name__)
 
-EngineFactory = Callable[[Settings], Sequence[Engine]]
+EngineFactory = Callable[[Settings], Sequence[Mapping[str, Engine]]]
+"""Per device: a replica of every served model, by id (the default model's first)."""
 TRIM_PERIOD_S = 3600.0
 
 
@@ -83,15 +84,21 @@ async def start_inference(
     metrics: Metrics,
     recorder: TrafficRecorder | None,
 ) -> Inference:
-    engines = await asyncio.to_thread(engine_factory, settings)
-    scheduler = _scheduler(settings, engines, metrics, recorder)
-    first = engines[0]
-    catalog = Catalog.of([ModelInfo(first.model_id, first.multilingual, settings.beam_size)])
+    replicas = await asyncio.to_thread(engine_factory, settings)
+    scheduler = _scheduler(settings, replicas, metrics, recorder)
+    catalog = Catalog.of(
+        [
+            ModelInfo(
+                engine.model_id, engine.multilingual, settings.beam_size, engine.weights_bytes
+            )
+            for engine in replicas[0].values()
+        ]
+    )
     preprocess = ThreadPoolExecutor(
         settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
     )
     offline = ThreadPoolExecutor(1, thread_name_prefix="preprocess-batch")
-    ahead = settings.max_batch_size * len(engines) if settings.distributed else None
+    ahead = settings.max_batch_size * len(replicas) if settings.distributed else None
     lanes = [
         Lane(
             (Priority.INTERACTIVE, Priority.ASYNC), settings.prefetch_jobs, preprocess, ahead=ahead
@@ -105,7 +112,7 @@ async def start_inference(
         if settings.audio_retention_s == 0 and job.audio_path and job.owns_audio:
             await backend.blobs.delete(job.audio_path)
 
-    consumer = Consumer(settings, backend, scheduler, engines[0], lanes, on_finished)
+    consumer = Consumer(settings, backend, scheduler, lanes, on_finished)
     recovered = await consumer.durably("recover", backend.queue.recover)
     await consumer.durably("requeue", functools.partial(requeue_lost, backend))
     inference = Inference(settings, catalog, scheduler, consumer, [preprocess, offline])
@@ -118,8 +125,9 @@ async def start_inference(
         ),
     }
     log.info(
-        "inference ready: %d device(s), policy %s, %d claimed job(s) to recover",
-        len(engines),
+        "inference ready: %d device(s), model(s) %s, policy %s, %d claimed job(s) to recover",
+        len(replicas),
+        ", ".join(catalog.ids),
         settings.batch_policy,
         recovered,
     )
@@ -145,7 +153,7 @@ async def _report(
 
 def _scheduler(
     settings: Settings,
-    engines: Sequence[Engine],
+    replicas: Sequence[Mapping[str, Engine]],
     metrics: Metrics,
     recorder: TrafficRecorder | None,
 ) -> Scheduler:
@@ -158,10 +166,13 @@ def _scheduler(
         offline_priority=Priority.OFFLINE,
         offline_holdoff=settings.offline_holdoff_ms / 1000,
         run_timeout_floor=settings.run_timeout_floor_s,
+        model_idle=settings.model_idle_s,
     )
     kind = resolve_device(settings)
-    indices = settings.device_index if kind == "cuda" else range(len(engines))
-    devices = [Device(f"{kind}:{i}", engine) for i, engine in zip(indices, engines, strict=False)]
+    indices = settings.device_index if kind == "cuda" else range(len(replicas))
+    devices = [
+        Device(f"{kind}:{i}", dict(models)) for i, models in zip(indices, replicas, strict=False)
+    ]
 
     def on_batch(record: BatchRecord) -> None:
         metrics.observe_batch(record)

@@ -18,8 +18,8 @@ from asrserve.auth import quota
 from asrserve.auth.principal import Principal
 from asrserve.backends import Backend
 from asrserve.batcher.scheduler import Scheduler
-from asrserve.engine.base import SAMPLING_RATE, Engine, RawSegment
-from asrserve.jobs.models import Job
+from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegment
+from asrserve.jobs.models import Job, Task, TranscriptionOptions
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
 
@@ -37,18 +37,12 @@ class Durably(Protocol):
 
 class Transcriber:
     def __init__(
-        self,
-        settings: Settings,
-        backend: Backend,
-        scheduler: Scheduler,
-        features: Engine,
-        durably: Durably,
+        self, settings: Settings, backend: Backend, scheduler: Scheduler, durably: Durably
     ) -> None:
         self._settings = settings
         self._blobs = backend.blobs
         self._keys = backend.keys
         self._scheduler = scheduler
-        self._features = features
         self._durably = durably
 
     async def transcribe(
@@ -56,7 +50,7 @@ class Transcriber:
     ) -> Transcript:
         """The job's transcript; ``submitted`` is called once its first windows (or its
         whole file) are in the scheduler. Blocking steps run in ``preprocess``."""
-        if self._scheduler.policy.whole_files:
+        if self._scheduler.policy.whole_files and job.options.task is not Task.DETECT:
             return await self._transcribe_whole(job, preprocess, submitted)
         settings = self._settings
         loop = asyncio.get_running_loop()
@@ -73,20 +67,72 @@ class Transcriber:
             )
         try:
             await self._charge_decoded(job, decoded.duration)
-            per_chunk = await self._run_windows(job, decoded, preprocess, submitted)
+            return await self._run(job, decoded, preprocess, submitted)
         finally:
             decoded.close()
-        return assemble(
+
+    async def _run(
+        self,
+        job: Job,
+        decoded: DecodedAudio,
+        preprocess: Executor,
+        submitted: Callable[[], None],
+    ) -> Transcript:
+        """Detect the language first where the model must (a multilingual model, no
+        language given: once per job, from its first window), then run every window in it."""
+        options, features = job.options, self._features(job.options.model)
+        detected: tuple[str, float] | None = None
+        if options.task is Task.DETECT or (features.multilingual and options.language is None):
+            detected = await self._detect(job, decoded, preprocess)
+            submitted()
+        if options.task is Task.DETECT:
+            language, probability = detected or ("", 0.0)
+            return Transcript(
+                language=language,
+                duration=round(decoded.duration, 3),
+                segments=[],
+                task=options.task.value,
+                language_probability=probability,
+            )
+        if detected is not None:
+            options = options.model_copy(update={"language": detected[0]})
+        per_chunk = await self._run_windows(job, options, decoded, preprocess, submitted)
+        transcript = assemble(
             per_chunk,
             decoded.layout.speech,
             decoded.duration,
-            job.options,
-            multilingual=self._features.multilingual,
+            options,
+            multilingual=features.multilingual,
         )
+        if detected is None:
+            return transcript
+        return transcript.model_copy(update={"language_probability": detected[1]})
+
+    async def _detect(
+        self, job: Job, decoded: DecodedAudio, preprocess: Executor
+    ) -> tuple[str, float] | None:
+        """The language of the job's first window of speech (None: it has no speech),
+        decided on a full 30 s encoder window as Whisper's own detection is."""
+        spans = decoded.layout.spans[:1]
+        if not spans:
+            return None
+        loop = asyncio.get_running_loop()
+        features = self._features(job.options.model)
+        chunks = await loop.run_in_executor(
+            preprocess, chunk_inputs, decoded, spans, features, (CHUNK_SECONDS,)
+        )
+        return await self._scheduler.submit_detect(
+            job.id, job.priority, job.options.model, chunks[0], self._deadline(job)
+        )
+
+    def _features(self, model: str) -> Engine:
+        """Where a model's log-mel features are made (thread-safe, no weights needed)."""
+        return self._scheduler.devices[0].engine_for(model)
 
     async def _run_windows(
         self,
         job: Job,
+        options: TranscriptionOptions,
         decoded: DecodedAudio,
         preprocess: Executor,
         submitted: Callable[[], None],
@@ -95,6 +141,7 @@ class Transcriber:
         or running at once: a window's features are made when it is about to be needed, so
         a long file never holds more than that many in memory."""
         loop = asyncio.get_running_loop()
+        features = self._features(options.model)
         lookahead = WINDOWS_AHEAD * self._settings.max_batch_size
         deadline = self._deadline(job)
         spans = decoded.layout.spans
@@ -112,11 +159,11 @@ class Transcriber:
                     chunk_inputs,
                     decoded,
                     batch,
-                    self._features,
-                    self._settings.windows,
+                    features,
+                    self._settings.windows_for(features.multilingual),
                 )
                 futures += self._scheduler.submit_chunks(
-                    job.id, job.priority, job.options, chunks, deadline
+                    job.id, job.priority, options, chunks, deadline
                 )
                 submitted()
             return list(await asyncio.gather(*futures))

@@ -14,16 +14,41 @@ from asrserve.transcript import Segment, Transcript
 
 
 class FakeEngine(Engine):
-    model_id = "fake"
+    """Decodes a window to its duration; "detects" ``language``; can release its weights."""
+
     multilingual = False
 
-    def __init__(self, fail_on: float | None = None) -> None:
+    def __init__(
+        self, fail_on: float | None = None, model_id: str = "fake", language: str = "en"
+    ) -> None:
+        self.model_id = model_id
+        self.language = language
         self.batches: list[list[float]] = []  # chunk durations per batch
+        self.detections: list[int] = []  # windows per detect_language call
         self.wholes = 0
         self.gate = threading.Event()
         self.entered = threading.Event()  # set when a call reaches the engine
         self.gate.set()
         self.fail_on = fail_on
+        self.weights = True
+        self.unloaded = threading.Event()
+        self.loads = 0  # reloads after unload()
+
+    @property
+    def loaded(self) -> bool:
+        return self.weights
+
+    def unload(self) -> None:
+        self.weights = False
+        self.unloaded.set()
+
+    def load(self) -> None:
+        self.weights = True
+        self.loads += 1
+
+    def detect_language(self, features: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        self.detections.append(len(features))
+        return [(self.language, 0.9) for _ in features]
 
     def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:
         return np.zeros((80, frames), dtype=np.float32)

@@ -39,10 +39,10 @@ def test_a_poison_chunk_fails_only_its_own_job(corpus: list[Clip], tmp_path: Pat
         store, queue, events = backend.store, backend.queue, backend.events
         # the window policy with a long window: the batch goes once all three are pending
         config = SchedulerConfig("window", max_batch_size=len(jobs), max_wait=60.0)
-        scheduler = Scheduler([Device("cpu:0", engine)], config)
+        scheduler = Scheduler([Device.of("cpu:0", engine)], config)
         pool = ThreadPoolExecutor(2)
         lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 8, pool)]
-        worker = Consumer(settings, backend, scheduler, engine, lanes, _nothing)
+        worker = Consumer(settings, backend, scheduler, lanes, _nothing)
         tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(worker.run())]
         with contextlib.ExitStack() as stack:
             waits = [stack.enter_context(events.subscribe(job.id)) for job in jobs]
@@ -85,10 +85,10 @@ def test_a_lane_with_ahead_claims_only_what_keeps_the_device_busy(
 
     async def main(engine: FakeEngine) -> None:
         backend = open_backend(settings)
-        scheduler = Scheduler([Device("cpu:0", engine)], SchedulerConfig(max_batch_size=2))
+        scheduler = Scheduler([Device.of("cpu:0", engine)], SchedulerConfig(max_batch_size=2))
         pool = ThreadPoolExecutor(2)
         lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 32, pool, ahead=2)]
-        worker = Consumer(settings, backend, scheduler, engine, lanes, _nothing)
+        worker = Consumer(settings, backend, scheduler, lanes, _nothing)
         tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(worker.run())]
         jobs = [Job(id=f"job_{i:02d}", audio_path=str(clip.path)) for i in range(10)]
         await backend.store.create_many(jobs)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from asrserve.engine.base import ModelInfo, ModelNotFoundError
-from asrserve.engine.loading import MULTILINGUAL_VOCABULARY, describe
+from asrserve.engine.loading import MULTILINGUAL_VOCABULARY, catalog
 from asrserve.engine.whisper import bundled_model_path
 from asrserve.settings import Settings
 
@@ -27,8 +27,16 @@ def fake_model(folder: Path, vocabulary: int, form: str) -> Path:
 
 
 def test_the_bundled_model_is_tiny_en_and_english_only() -> None:
-    assert bundled_model_path().is_dir()
-    assert describe(Settings(beam_size=3)) == ModelInfo("tiny.en", False, 3)
+    weights = (bundled_model_path() / "model.bin").stat().st_size
+    assert catalog(Settings(beam_size=3)).models == (ModelInfo("tiny.en", False, 3, weights),)
+
+
+def test_every_configured_model_is_served_the_first_by_default(tmp_path: Path) -> None:
+    other = fake_model(tmp_path / "large-v3", MULTILINGUAL_VOCABULARY, "json")
+    served = catalog(Settings(models=(str(other), "tiny.en")))
+    assert served.ids == ["large-v3", "tiny.en"]
+    assert served.default == ModelInfo("large-v3", True, 5)
+    assert served.resolve("whisper-1") is served.default
 
 
 @pytest.mark.parametrize("form", ["txt", "json"])
@@ -36,14 +44,15 @@ def test_a_multilingual_size_vocabulary_makes_a_multilingual_model(
     tmp_path: Path, form: str
 ) -> None:
     model = fake_model(tmp_path / "large-v3", MULTILINGUAL_VOCABULARY, form)
-    assert describe(Settings(model=model)) == ModelInfo("large-v3", True, 5)
+    assert catalog(Settings(model=model)).models == (ModelInfo("large-v3", True, 5),)
 
 
 def test_one_token_less_is_an_english_only_model(tmp_path: Path) -> None:
     model = fake_model(tmp_path / "small.en", MULTILINGUAL_VOCABULARY - 1, "txt")
-    assert describe(Settings(model=model, model_id="small")) == ModelInfo("small", False, 5)
+    served = catalog(Settings(model=model, model_id="small")).models
+    assert served == (ModelInfo("small", False, 5),)
 
 
 def test_a_folder_without_weights_is_not_a_model(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match=r"missing: model\.bin, config\.json"):
-        describe(Settings(model=tmp_path))
+        catalog(Settings(model=tmp_path))

@@ -63,6 +63,20 @@ class StepEngine(Engine):
         self._call([audio])
         return Transcript(language="en", duration=audio.shape[0] / SAMPLING_RATE, segments=[])
 
+    def detect_language(self, features: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        self._call(list(features))
+        return [("en", 1.0) for _ in features]
+
+    @property
+    def loaded(self) -> bool:
+        return True  # never unloaded here: no model_idle
+
+    def unload(self) -> None:
+        raise AssertionError("the parity test sets no model_idle")
+
+    def load(self) -> None:
+        raise AssertionError("the parity test sets no model_idle")
+
     def _call(self, inputs: list[Any]) -> None:
         release = threading.Event()
         self.calls.put((inputs, release))
@@ -90,7 +104,7 @@ class Replay:
             offline_priority=Priority.OFFLINE,
             offline_holdoff=HOLDOFF,
         )
-        self.scheduler = Scheduler([Device("0", self.engine)], config, clock=self.clock)
+        self.scheduler = Scheduler([Device.of("0", self.engine)], config, clock=self.clock)
         self.taken = 0
         self.scheduler.on_taken(self._on_taken)
         self.labels: dict[int, tuple[int, float]] = {}  # id(chunk or audio) -> (request, s)

@@ -35,7 +35,7 @@ def run(
 
     async def main() -> None:
         clock = ManualClock()
-        scheduler = Scheduler([Device("0", engine)], config, clock=clock)
+        scheduler = Scheduler([Device.of("0", engine)], config, clock=clock)
         loops = asyncio.create_task(scheduler.run())
         try:
             await asyncio.wait_for(body(scheduler, engine, clock), 10)
@@ -310,7 +310,7 @@ def test_a_hung_batch_fails_its_chunks_and_the_device_goes_on() -> None:
 
 def test_the_run_timeout_follows_the_measured_speed() -> None:
     config = SchedulerConfig(run_timeout_floor=20, run_timeout_factor=10)
-    scheduler = Scheduler([Device("0", FakeEngine())], config)
+    scheduler = Scheduler([Device.of("0", FakeEngine())], config)
     future: asyncio.Future[object] = asyncio.Future(loop=asyncio.new_event_loop())
     item = WorkItem("a", 1, OPTS, 0, 0.0, future, chunk=chunk(30.0))
     assert scheduler.run_timeout([item]) == 20  # nothing measured yet: the floor

@@ -1,8 +1,10 @@
 """The dynamic batcher: chunks from any job, stacked into one forward pass per device.
 
-One device loop per model replica. A loop asks for its next batch only when its device is
-idle; the policy (``policies/``: greedy, window, none) says when a batch is ready and which
-pending items form it, and holds offline work off while online work is recent.
+One device loop per device. A loop asks for its next batch only when its device is idle;
+the policy (``policies/``: greedy, window, none) says when a batch is ready and which pending
+items form it, and holds offline work off while online work is recent. Every served model has
+a replica on every device, so an idle device takes the next batch of whichever model has
+work, by the same rules; a batch never mixes models (the model is part of a batch's key).
 
 Inference runs in each device's own single thread, off the event loop; the event loop only
 moves futures.
@@ -32,7 +34,7 @@ from asrserve.engine.base import (
     Engine,
     RawSegment,
 )
-from asrserve.jobs.models import TranscriptionOptions
+from asrserve.jobs.models import Task, TranscriptionOptions
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,9 @@ class SchedulerConfig:
     # speed predicts for its audio, and at least ``run_timeout_floor`` s, is a hang.
     run_timeout_floor: float = 300.0
     run_timeout_factor: float = 10.0
+    # A model's replica on a device that has run no batch for ``model_idle`` s releases
+    # its weights, and loads them again for the next batch (0: never).
+    model_idle: float = 0.0
 
     def policy_config(self) -> PolicyConfig:
         return PolicyConfig(
@@ -89,8 +94,9 @@ class WorkItem:
 
     @property
     def key(self) -> tuple[TranscriptionOptions, int]:
-        """Only equal keys share a batch: the same decoding options and the same encoder
-        window (its length bucket), so a batch is padded to its bucket, never beyond."""
+        """Only equal keys share a batch: the same model and decoding options (task and
+        language among them) and the same encoder window (its length bucket), so a batch is
+        padded to its bucket, never beyond."""
         return self.options, self.window
 
     @property
@@ -116,12 +122,34 @@ class WorkItem:
 
 @dataclass
 class Device:
+    """One device and its replica of each served model (by model id; the first is the
+    default model's, which options naming no model run on)."""
+
     name: str
-    engine: Engine
+    engines: dict[str, Engine]
     executor: ThreadPoolExecutor = field(init=False)
+    last_used: dict[str, float] = field(default_factory=dict)  # model id → clock time
 
     def __post_init__(self) -> None:
+        if not self.engines:
+            raise ValueError(f"device {self.name} has no model")
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"device-{self.name}")
+
+    @classmethod
+    def of(cls, name: str, *engines: Engine) -> Device:
+        return cls(name, {engine.model_id: engine for engine in engines})
+
+    @property
+    def engine(self) -> Engine:
+        """The default model's replica."""
+        return next(iter(self.engines.values()))
+
+    def model_id(self, model: str) -> str:
+        """The id of the model that ``model`` means ("": the default)."""
+        return model or next(iter(self.engines))
+
+    def engine_for(self, model: str) -> Engine:
+        return self.engines[self.model_id(model)]
 
     def replace_executor(self) -> None:
         """A fresh thread for the device: the old one is stuck in a call that hangs."""
@@ -152,6 +180,7 @@ class Scheduler:
         self._batch_ids = itertools.count(1)
         self.policy = get_policy(config.policy, config.policy_config())
         self._online_seen = -math.inf  # when online work last arrived or last ran
+        self._started = 0.0  # when run() started: idle time counts from there
 
     # --- producers ------------------------------------------------------------------
     def submit_chunks(
@@ -163,6 +192,19 @@ class Scheduler:
         deadline: float | None = None,
     ) -> list[asyncio.Future[list[RawSegment]]]:
         return [self._add(job_id, priority, options, deadline, chunk=chunk) for chunk in chunks]
+
+    def submit_detect(
+        self,
+        job_id: str,
+        priority: int,
+        model: str,
+        chunk: ChunkInput,
+        deadline: float | None = None,
+    ) -> asyncio.Future[tuple[str, float]]:
+        """The spoken language of ``chunk`` (a full 30 s window): encoder work that batches
+        with other jobs' detections for the same model."""
+        options = TranscriptionOptions(model=model, task=Task.DETECT)
+        return self._add(job_id, priority, options, deadline, chunk=chunk)
 
     def submit_whole(
         self,
@@ -206,9 +248,12 @@ class Scheduler:
     # --- consumers ------------------------------------------------------------------
     async def run(self) -> None:
         """Run every device loop until cancelled."""
+        self._started = self.clock.now()
         async with asyncio.TaskGroup() as group:
             for device in self.devices:
                 group.create_task(self._device_loop(device), name=f"device-loop-{device.name}")
+            if self.config.model_idle > 0:
+                group.create_task(self._unload_idle(), name="unload-idle-models")
 
     def close(self) -> None:
         for device in self.devices:
@@ -268,13 +313,14 @@ class Scheduler:
     async def _execute(self, device: Device, batch: list[WorkItem]) -> None:
         started = self.clock.now()
         try:
+            device.last_used[device.model_id(batch[0].options.model)] = started
             if batch[0].chunk is None:
                 audio, options = batch[0].audio, batch[0].options
                 assert audio is not None
                 timeout = self.run_timeout(batch)
-                outputs: list[Any] = [
-                    await self._bounded(device, timeout, device.engine.transcribe, audio, options)
-                ]
+                engine = device.engine_for(options.model)
+                run = _on(engine, engine.transcribe)
+                outputs: list[Any] = [await self._bounded(device, timeout, run, audio, options)]
             else:
                 outputs = await self._run_chunks(device, batch)
         except Exception as exc:  # one bad batch must not stop the device loop
@@ -302,6 +348,8 @@ class Scheduler:
             extra={
                 "batch_id": f"b{next(self._batch_ids)}",
                 "device": device.name,
+                "model": device.model_id(batch[0].options.model),
+                "task": batch[0].options.task.value,
                 "size": record.size,
                 "wait_ms": round(max(record.waits) * 1000, 1),
                 "compute_ms": round(record.compute * 1000, 1),
@@ -324,7 +372,12 @@ class Scheduler:
     async def _run_chunks(self, device: Device, batch: list[WorkItem]) -> list[Any]:
         chunks = [item.chunk for item in batch if item.chunk is not None]
         options, timeout = batch[0].options, self.run_timeout(batch)
-        run = device.engine.transcribe_batch
+        engine = device.engine_for(options.model)
+        if options.task is Task.DETECT:
+            detect = _on(engine, engine.detect_language)
+            features = [chunk.features for chunk in chunks]
+            return list(await self._bounded(device, timeout, detect, features))
+        run = _on(engine, engine.transcribe_batch)
         try:
             return list(await self._bounded(device, timeout, run, chunks, options))
         except RunTimeout:
@@ -371,6 +424,21 @@ class Scheduler:
             raise RunTimeout(f"the engine ran past {timeout:.0f} s on {device.name} (hung)")
         return future.result()
 
+    async def _unload_idle(self) -> None:
+        """Release the weights of replicas idle for ``model_idle`` s (in their device's
+        thread, so never under a running batch); a later batch loads them again."""
+        idle = self.config.model_idle
+        while True:
+            now = self.clock.now()
+            for device in self.devices:
+                for model, engine in device.engines.items():
+                    used = device.last_used.get(model, self._started)
+                    if engine.loaded and now - used >= idle:
+                        loop = asyncio.get_running_loop()
+                        await loop.run_in_executor(device.executor, engine.unload)
+                        log.info("model %s unloaded on %s: idle %g s", model, device.name, idle)
+            await self.clock.wait(asyncio.Event(), now + idle / 4)  # a timer: nothing to wait on
+
     def pending_count(self, priorities: Collection[int] | None = None) -> int:
         if priorities is None:
             return len(self._pending)
@@ -383,3 +451,14 @@ class Scheduler:
             label = f"{item.window / FRAMES_PER_SECOND:g}s"
             counts[label] = counts.get(label, 0) + 1
         return counts
+
+
+def _on(engine: Engine, call: Callable[..., Any]) -> Callable[..., Any]:
+    """``call`` (one of ``engine``'s methods), after loading the engine's weights again if
+    they were released for idleness."""
+
+    def run(*args: Any) -> Any:
+        engine.ensure_loaded()
+        return call(*args)
+
+    return run

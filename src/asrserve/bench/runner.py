@@ -144,7 +144,7 @@ def offline_limit(files: list[AudioFile], settings: Settings, beam_size: int) ->
     from asrserve.engine import loading
     from asrserve.jobs.models import TranscriptionOptions
 
-    engines = loading.load(settings)
+    engines = [next(iter(models.values())) for models in loading.load(settings)]
     options = TranscriptionOptions(beam_size=beam_size)
     start = time.perf_counter()
     prepared = [

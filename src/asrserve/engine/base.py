@@ -27,6 +27,7 @@ class ModelInfo:
     id: str
     multilingual: bool
     default_beam_size: int
+    weights_bytes: int = 0  # model.bin on disk: about what one replica holds in memory
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class Engine(ABC):
 
     model_id: str
     multilingual: bool
+    weights_bytes: int = 0  # the model's weights on disk: about what a replica holds
 
     @abstractmethod
     def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:
@@ -85,3 +87,25 @@ class Engine(ABC):
     @abstractmethod
     def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:
         """The plain, unbatched path over a whole file (the baseline policy)."""
+
+    @abstractmethod
+    def detect_language(self, features: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        """The spoken language of each window (its code, its probability): one batched
+        encode. Only a multilingual model can tell."""
+
+    @property
+    @abstractmethod
+    def loaded(self) -> bool:
+        """Whether the weights are in memory."""
+
+    @abstractmethod
+    def unload(self) -> None:
+        """Release the weights (an idle replica); :meth:`load` brings them back."""
+
+    @abstractmethod
+    def load(self) -> None:
+        """Load the weights released by :meth:`unload`."""
+
+    def ensure_loaded(self) -> None:
+        if not self.loaded:
+            self.load()

@@ -1,7 +1,8 @@
 """Finding, describing and loading a faster-whisper (CTranslate2) model.
 
-``describe`` reads the model directory without loading the model, so an API node that runs
-no inference can still validate requests; ``load`` makes the replicas the scheduler runs on.
+``catalog`` reads the served models' directories without loading them, so an API node that
+runs no inference can still validate requests; ``load`` makes the replicas the scheduler runs
+on, a replica of every model on every device.
 Everything CTranslate2-specific about loading lives here, not in the node wiring.
 """
 
@@ -13,35 +14,27 @@ from pathlib import Path
 
 from asrserve.engine.base import Engine, ModelInfo
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.whisper import (
-    EngineConfig,
-    FasterWhisperEngine,
-    bundled_model_path,
-    check_model_dir,
-)
+from asrserve.engine.sources import ModelSource, resolve_models
+from asrserve.engine.whisper import EngineConfig, FasterWhisperEngine
 from asrserve.settings import Settings
 
 MULTILINGUAL_VOCABULARY = 51865  # Whisper's English-only models have one token less
 
 
-def model_path(settings: Settings) -> Path:
-    """The configured model directory (the bundled tiny.en if none), checked to be a model."""
-    return check_model_dir(settings.model or bundled_model_path())
-
-
-def model_id(settings: Settings) -> str:
-    return settings.model_id or ("tiny.en" if settings.model is None else model_path(settings).name)
-
-
-def describe(settings: Settings) -> ModelInfo:
+def describe(source: ModelSource, beam_size: int) -> ModelInfo:
     """What the API validates requests against, read from the model directory."""
-    size = vocabulary_size(model_path(settings))
-    return ModelInfo(model_id(settings), size >= MULTILINGUAL_VOCABULARY, settings.beam_size)
+    multilingual = vocabulary_size(source.path) >= MULTILINGUAL_VOCABULARY
+    return ModelInfo(source.id, multilingual, beam_size, weights_bytes(source.path))
 
 
 def catalog(settings: Settings) -> Catalog:
     """The served models, read from their directories (nothing is loaded)."""
-    return Catalog.of([describe(settings)])
+    return Catalog.of([describe(source, settings.beam_size) for source in resolve_models(settings)])
+
+
+def weights_bytes(path: Path) -> int:
+    """The size of a model's weights on disk (``model.bin``)."""
+    return (path / "model.bin").stat().st_size
 
 
 def vocabulary_size(path: Path) -> int:
@@ -62,9 +55,10 @@ def resolve_device(settings: Settings) -> str:
     return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
 
 
-def load(settings: Settings) -> list[Engine]:
-    """One replica per CUDA device index, or ``cpu_replicas`` replicas sharing the cores."""
-    path = model_path(settings)
+def load(settings: Settings) -> list[dict[str, Engine]]:
+    """Per device (each CUDA device index, or each of ``cpu_replicas`` shares of the cores),
+    a replica of every served model, by model id (the default model's first)."""
+    sources = resolve_models(settings)
     device = resolve_device(settings)
     compute = settings.compute_type
     if compute == "default":
@@ -75,6 +69,11 @@ def load(settings: Settings) -> list[Engine]:
         threads = settings.cpu_threads or max(1, (os.cpu_count() or 1) // settings.cpu_replicas)
         slots = [(0, threads)] * settings.cpu_replicas
     return [
-        FasterWhisperEngine(EngineConfig(path, model_id(settings), device, index, compute, threads))
+        {
+            source.id: FasterWhisperEngine(
+                EngineConfig(source.path, source.id, device, index, compute, threads)
+            )
+            for source in sources
+        }
         for index, threads in slots
     ]

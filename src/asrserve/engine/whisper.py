@@ -81,6 +81,7 @@ class FasterWhisperEngine(Engine):
         )
         self._pipeline = PromptedPipeline(self._model)
         self.multilingual = bool(self._model.model.is_multilingual)
+        self.weights_bytes = (config.model_path / "model.bin").stat().st_size
         log.info(
             "loaded model %s from %s on %s:%d (%s)",
             config.model_id,
@@ -142,6 +143,35 @@ class FasterWhisperEngine(Engine):
         limit: int = self._model.max_length // 2 - 1
         return min(len(_tokens(segments)), limit)
 
+    def detect_language(self, features: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        """Whisper's own test: the most likely language token after one encode of each
+        window (as faster-whisper's ``detect_language`` does for a file's first window)."""
+        encoder_output = self._model.encode(stack_padded(list(features)))
+        results = self._model.model.detect_language(encoder_output)
+        return [(str(best[0][0])[2:-2], float(best[0][1])) for best in results]
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self._model.model.model_is_loaded)
+
+    def unload(self) -> None:
+        self._model.model.unload_model()
+        log.info(
+            "released model %s on %s:%d",
+            self.model_id,
+            self.config.device,
+            self.config.device_index,
+        )
+
+    def load(self) -> None:
+        self._model.model.load_model()
+        log.info(
+            "reloaded model %s on %s:%d",
+            self.model_id,
+            self.config.device,
+            self.config.device_index,
+        )
+
     def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:
         segments, info = self._model.transcribe(
             audio,
@@ -177,7 +207,11 @@ class FasterWhisperEngine(Engine):
                 )
             )
         return Transcript(
-            language=info.language, duration=info.duration, segments=out, task=options.task.value
+            language=info.language,
+            duration=info.duration,
+            segments=out,
+            task=options.task.value,
+            language_probability=None if options.language else info.language_probability,
         )
 
     def _decode_setup(self, options: TranscriptionOptions) -> tuple[Any, Any]:
