@@ -58,9 +58,25 @@ class Inference:
             "encoder_windows_s": list(settings.windows),
             "pending_chunks": scheduler.pending_count(),
             "pending_by_window": scheduler.pending_by_window(),
+            "models": self._models(),
             "jobs_in_flight": self.consumer.in_flight,
             **scheduler.stats.snapshot(),
         }
+
+    def _models(self) -> list[dict[str, Any]]:
+        """Each served model: its weights' size (about what each replica holds in memory:
+        one replica per device) and the devices where they are loaded now."""
+        devices = self.scheduler.devices
+        return [
+            {
+                "id": model.id,
+                "multilingual": model.multilingual,
+                "weights_bytes": model.weights_bytes,
+                "loaded_on": [d.name for d in devices if d.engines[model.id].loaded],
+                "pending_chunks": self.scheduler.pending_count(model=model.id),
+            }
+            for model in self.catalog
+        ]
 
     async def stop(self) -> None:
         """Two phases: stop claiming; drain in-flight jobs for the grace period, then cancel

@@ -439,10 +439,17 @@ class Scheduler:
                         log.info("model %s unloaded on %s: idle %g s", model, device.name, idle)
             await self.clock.wait(asyncio.Event(), now + idle / 4)  # a timer: nothing to wait on
 
-    def pending_count(self, priorities: Collection[int] | None = None) -> int:
+    def pending_count(
+        self, priorities: Collection[int] | None = None, *, model: str | None = None
+    ) -> int:
+        """Pending items (of ``priorities``, of ``model``: all if None)."""
+        items = self._pending
+        if model is not None:
+            default = self.devices[0].model_id("")
+            items = [item for item in items if (item.options.model or default) == model]
         if priorities is None:
-            return len(self._pending)
-        return sum(item.priority in priorities for item in self._pending)
+            return len(items)
+        return sum(item.priority in priorities for item in items)
 
     def pending_by_window(self) -> dict[str, int]:
         """Pending chunks per encoder window (seconds): the length-bucket queues."""

@@ -386,12 +386,21 @@
     );
   }
 
+  // A served model, the memory its weights take on each device, and where they are loaded.
+  function modelFact(m) {
+    const mib = Math.round(m.weights_bytes / 1048576) + " MiB";
+    const where = m.loaded_on.length ? m.loaded_on.join(" ") : "unloaded";
+    return m.id + " (" + mib + " · " + where + ")";
+  }
+
   function renderFacts(data) {
     const sched = data.scheduler || {};
     const status = $("status");
     status.textContent = data.ready ? "ready" : "loading model";
     status.className = "pill " + (data.ready ? "pill-ok" : "pill-wait");
-    $("model").textContent = data.model || "–";
+    $("model").textContent = sched.models
+      ? sched.models.map(modelFact).join(", ")
+      : data.model || "–";
     $("policy").textContent = sched.policy || "–";
     $("max-batch").textContent = sched.max_batch_size ?? "–";
     $("encoder-window").textContent = sched.encoder_window || "–";
