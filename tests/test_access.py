@@ -85,6 +85,9 @@ def test_tenants_see_only_their_own_work(
             response = httpx.get(f"{url}{path}", headers=headers)
             assert response.status_code == 401, (path, headers)
             assert response.json()["error"]["code"] == "invalid_api_key"
+    for path in ("/v1/audio/translations", "/asr", "/detect-language"):  # before any byte is read
+        denied = httpx.post(f"{url}{path}", files={"audio_file": ("a.wav", b"RIFF")})
+        assert denied.status_code == 401, path
     assert httpx.get(f"{url}/healthz").status_code == 200
 
     job = post_job(server, short, alice).json()

@@ -19,7 +19,15 @@ from typing import Any
 from fastapi import FastAPI
 
 from asrserve.admission import Admission
-from asrserve.api import audio_routes, batch_routes, file_routes, health_routes, job_routes
+from asrserve.api import (
+    asr_webservice_routes,
+    audio_routes,
+    batch_routes,
+    file_routes,
+    health_routes,
+    job_routes,
+    model_routes,
+)
 from asrserve.api.access import AccessControl
 from asrserve.api.dashboard import routes as dashboard_routes
 from asrserve.api.deps import ApiContext
@@ -105,7 +113,8 @@ def create_app(
     app.add_middleware(HostCheck, settings=settings)  # before keys: 421 for a rebound name
     app.middleware("http")(request_metrics(context.metrics))  # outermost: counts 401s and 429s too
     install_error_handlers(app)
-    for module in (health_routes, audio_routes, job_routes, file_routes, batch_routes):
+    routers = (health_routes, audio_routes, model_routes, job_routes, file_routes, batch_routes)
+    for module in (*routers, asr_webservice_routes):
         app.include_router(module.router)
     app.include_router(dashboard_routes.router)
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any
 
@@ -82,3 +83,50 @@ def render(
     if fmt is ResponseFormat.VTT:
         return to_vtt(transcript)
     return transcript.text + "\n"
+
+
+class WhisperOutput(StrEnum):
+    """whisper-asr-webservice's ``output``: the files Whisper's own writers make."""
+
+    TXT = "txt"
+    VTT = "vtt"
+    SRT = "srt"
+    TSV = "tsv"
+    JSON = "json"
+
+
+def to_lines(transcript: Transcript) -> str:
+    """One segment a line (Whisper's txt writer)."""
+    return "".join(f"{segment.text.strip()}\n" for segment in transcript.segments)
+
+
+def to_tsv(transcript: Transcript) -> str:
+    """Whisper's tsv: a header, then start and end in integer milliseconds (no decimal
+    separator a locale could change) and the text, a segment a line."""
+    lines = ["start\tend\ttext\n"]
+    for segment in transcript.segments:
+        text = segment.text.strip().replace("\t", " ")
+        lines.append(f"{round(segment.start * 1000)}\t{round(segment.end * 1000)}\t{text}\n")
+    return "".join(lines)
+
+
+def to_whisper_json(transcript: Transcript) -> dict[str, Any]:
+    """Whisper's result dict: the text as the segments' texts joined, the segments with all
+    their fields (``words`` None unless word timestamps were asked for), the language."""
+    return {
+        "text": "".join(segment.text for segment in transcript.segments),
+        "segments": [segment.model_dump() for segment in transcript.segments],
+        "language": transcript.language,
+    }
+
+
+def render_whisper(transcript: Transcript, output: WhisperOutput) -> str:
+    if output is WhisperOutput.JSON:
+        return json.dumps(to_whisper_json(transcript), ensure_ascii=False)
+    if output is WhisperOutput.VTT:
+        return to_vtt(transcript)
+    if output is WhisperOutput.SRT:
+        return to_srt(transcript)
+    if output is WhisperOutput.TSV:
+        return to_tsv(transcript)
+    return to_lines(transcript)

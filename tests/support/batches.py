@@ -31,18 +31,22 @@ def upload_audio(client: openai.OpenAI, paths: list[Path]) -> list[str]:
     return ids
 
 
-def line(custom_id: str, file_id: str, **body: Any) -> str:
+def line(custom_id: str, file_id: str, *, url: str = ENDPOINT, **body: Any) -> str:
     entry = {
         "custom_id": custom_id,
         "method": "POST",
-        "url": ENDPOINT,
+        "url": url,
         "body": {"file": file_id, **body},
     }
     return json.dumps(entry)
 
 
 def create_batch(
-    client: openai.OpenAI, lines: list[str], tmp_path: Path, metadata: dict[str, str] | None = None
+    client: openai.OpenAI,
+    lines: list[str],
+    tmp_path: Path,
+    metadata: dict[str, str] | None = None,
+    endpoint: str = ENDPOINT,
 ) -> str:
     path = tmp_path / f"requests-{time.monotonic_ns()}.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -50,7 +54,7 @@ def create_batch(
         input_file = client.files.create(file=handle, purpose="batch")
     batch = client.batches.create(
         input_file_id=input_file.id,
-        endpoint=ENDPOINT,  # type: ignore[arg-type]
+        endpoint=endpoint,  # type: ignore[arg-type]
         completion_window="24h",
         metadata=metadata,
     )

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from asrserve.batch_api.models import BatchItem
+from asrserve.batch_api.models import ENDPOINT as TRANSCRIPTIONS
+from asrserve.batch_api.models import TRANSLATIONS, BatchItem
 from asrserve.batch_api.output import split_lines
 from asrserve.batch_api.requests import (
     InvalidInput,
@@ -21,7 +22,7 @@ from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import Job, JobError, JobStatus
+from asrserve.jobs.models import Job, JobError, JobStatus, Task
 from asrserve.requests import MAX_PROMPT_CHARS, parse_request
 from tests.support.fakes import transcript
 
@@ -172,6 +173,31 @@ def test_prompt_is_capped() -> None:
         parse_input(io.BytesIO(data), MODEL, 10, 64 * 1024)
     (error,) = batch.value.errors
     assert (error.code, error.param) == ("prompt_too_long", "body.prompt")
+
+
+def test_a_translations_batch_runs_its_lines_as_translations() -> None:
+    base = ModelInfo(id="base", multilingual=True, default_beam_size=5)
+    served = Catalog.of([base, *MODEL.models])
+    data = line("a", language="de").replace(TRANSCRIPTIONS, TRANSLATIONS).encode()
+    (translated,) = parse_input(io.BytesIO(data), served, 10, LINE_LIMIT, TRANSLATIONS)
+    options = translated.request.options
+    assert (options.task, options.model, options.language) == (Task.TRANSLATE, "base", "de")
+    with pytest.raises(InvalidInput) as english_only:
+        parse_input(io.BytesIO(data), MODEL, 10, LINE_LIMIT, TRANSLATIONS)
+    (error,) = english_only.value.errors
+    assert (error.code, error.param, error.line) == ("translation_unsupported", "body.model", 1)
+
+
+def test_each_line_url_is_the_batch_endpoint() -> None:
+    """A transcriptions line in a translations batch (and the reverse) is the line's error."""
+    with pytest.raises(InvalidInput) as caught:
+        parse(line("a").replace(TRANSCRIPTIONS, TRANSLATIONS).encode())
+    (error,) = caught.value.errors
+    assert (error.code, error.param) == ("invalid_url", "url")
+    assert TRANSCRIPTIONS in error.message
+    with pytest.raises(InvalidInput) as crossed:
+        parse_input(io.BytesIO(line("a").encode()), MODEL, 10, LINE_LIMIT, TRANSLATIONS)
+    assert crossed.value.errors[0].code == "invalid_url"
 
 
 def test_split_lines_one_per_request_in_input_order() -> None:

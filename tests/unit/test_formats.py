@@ -11,7 +11,7 @@ from asrserve.audio.features import VAD, window_frames
 from asrserve.audio.vad import SpeechDetector
 from asrserve.engine.base import RawSegment, RawWord
 from asrserve.engine.whisper import stack_padded
-from asrserve.formats import ResponseFormat, render, timestamp
+from asrserve.formats import ResponseFormat, WhisperOutput, render, render_whisper, timestamp
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
 from tests.support.fakes import raw_segment
@@ -86,6 +86,35 @@ def test_json_text_and_verbose() -> None:
     }
     assert verbose["words"][0] == {"word": "Hello", "start": 0.0, "end": 0.6}
     assert "words" not in render(TRANSCRIPT, ResponseFormat.VERBOSE_JSON)
+
+
+def test_whisper_outputs_as_whisper_asr_webservice_writes_them() -> None:
+    tab = TRANSCRIPT.model_copy(update={"segments": [seg(0, 0.0004, 1.2345, " a\tb")]})
+    assert render_whisper(tab, WhisperOutput.TSV) == "start\tend\ttext\n0\t1234\ta b\n"
+    assert render_whisper(TRANSCRIPT, WhisperOutput.TSV).splitlines()[2] == (
+        "3661250\t3662000\tLater on."
+    )
+    assert render_whisper(TRANSCRIPT, WhisperOutput.TXT) == "Hello there.\nLater on.\n"
+    assert render_whisper(TRANSCRIPT, WhisperOutput.SRT) == render(TRANSCRIPT, ResponseFormat.SRT)
+    assert render_whisper(TRANSCRIPT, WhisperOutput.VTT) == render(TRANSCRIPT, ResponseFormat.VTT)
+    result = json.loads(render_whisper(TRANSCRIPT, WhisperOutput.JSON))
+    assert result["text"] == " Hello there. Later on." and result["language"] == "en"
+    first, second = result["segments"]
+    assert first["words"][1] == {"word": " there.", "start": 0.7, "end": 1.5, "probability": 0.0}
+    assert second["words"] is None and second["start"] == 3661.25
+    assert set(first) == {
+        "id",
+        "seek",
+        "start",
+        "end",
+        "text",
+        "tokens",
+        "temperature",
+        "avg_logprob",
+        "compression_ratio",
+        "no_speech_prob",
+        "words",
+    }
 
 
 def raw(start: float, end: float, words: list[RawWord] | None = None) -> RawSegment:

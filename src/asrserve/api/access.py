@@ -1,5 +1,6 @@
-"""Who is calling: ``Authorization: Bearer <key>`` on every ``/v1`` route, ``/metrics`` and
-the API's schema and documentation pages (``/openapi.json``, ``/docs``, ``/redoc``).
+"""Who is calling: ``Authorization: Bearer <key>`` on every ``/v1`` route, whisper-asr-webservice's
+``/asr`` and ``/detect-language``, ``/metrics`` and the API's schema and documentation pages
+(``/openapi.json``, ``/docs``, ``/redoc``).
 
 With auth on, a request without a valid key gets ``401``; a key past its request rate gets
 ``429`` with ``Retry-After``. Each key sees only what it created (jobs, files, batches):
@@ -26,6 +27,7 @@ from asrserve.settings import Settings
 
 ADMIN_PATHS = frozenset({"/metrics", "/v1/scheduler", "/v1/dashboard/stats"})
 DOC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+PEER_PATHS = frozenset({"/asr", "/detect-language"})  # whisper-asr-webservice's routes
 
 
 def caller(request: Request) -> Principal:
@@ -89,7 +91,7 @@ class AccessControl:
 
 
 def _protected(path: str) -> bool:
-    return path.startswith("/v1/") or path == "/metrics" or path in DOC_PATHS
+    return path.startswith("/v1/") or path == "/metrics" or path in DOC_PATHS | PEER_PATHS
 
 
 def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> Response:

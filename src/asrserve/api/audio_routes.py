@@ -1,9 +1,8 @@
-"""OpenAI-compatible ``POST /v1/audio/transcriptions`` and ``/v1/models``."""
+"""OpenAI-compatible ``POST /v1/audio/transcriptions`` and ``/v1/audio/translations``."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
@@ -12,11 +11,11 @@ from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
 from asrserve.api.forms import parse_form
-from asrserve.api.openapi import transcription_form
+from asrserve.api.openapi import transcription_form, translation_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.uploads import Upload, receive_upload
 from asrserve.auth.principal import Principal
-from asrserve.jobs.models import Priority
+from asrserve.jobs.models import Job, Priority, Task
 from asrserve.requests import TranscriptionRequest
 
 router = APIRouter(prefix="/v1")
@@ -29,26 +28,30 @@ def ready_model(ctx: ApiContext = Depends(context)) -> ApiContext:  # noqa: B008
 
 
 async def receive_transcription(
-    request: Request, ctx: ApiContext, max_bytes: int, *, callback: bool = False
+    request: Request,
+    ctx: ApiContext,
+    max_bytes: int,
+    *,
+    callback: bool = False,
+    task: Task = Task.TRANSCRIBE,
 ) -> tuple[str, Upload, TranscriptionRequest]:
     """Stream the upload to disk and validate the form; nothing is kept if either fails."""
     assert ctx.catalog is not None
     job_id, dest = ctx.service.new_upload_path()
     upload = await receive_upload(request, dest, max_bytes, ctx.uploads)
-    return job_id, upload, parse_form(upload, ctx.catalog, callback=callback)
+    return job_id, upload, parse_form(upload, ctx.catalog, callback=callback, task=task)
 
 
-@router.post("/audio/transcriptions", openapi_extra=transcription_form(sync=True))
-async def create_transcription(
-    request: Request,
-    ctx: ApiContext = Depends(ready_model),  # noqa: B008
-    principal: Principal = Depends(caller),  # noqa: B008
-) -> Response:
-    """Transcribe an uploaded file and answer when done (interactive priority)."""
+async def run_interactive(
+    ctx: ApiContext,
+    job_id: str,
+    upload: Upload,
+    parsed: TranscriptionRequest,
+    principal: Principal,
+) -> Job:
+    """Submit the upload at interactive priority and wait for its end: the finished job, or
+    504 once the synchronous deadline has passed (the worker fails the job then)."""
     service = ctx.service
-    job_id, upload, parsed = await receive_transcription(
-        request, ctx, service.settings.max_sync_upload_bytes
-    )
     timeout = min(parsed.deadline_s or math.inf, service.settings.sync_timeout_s)
     job = await service.submit(
         job_id,
@@ -58,26 +61,36 @@ async def create_transcription(
         deadline_s=timeout,
         principal=principal,
     )
-    done = await service.wait(job.id, timeout + 1.0)  # the worker fails it at the deadline
+    done = await service.wait(job.id, timeout + 1.0)
     if done is None or not done.status.finished:
         raise ApiError(504, f"transcription did not finish within {timeout:g} s", code="timeout")
+    return done
+
+
+async def _answer(request: Request, ctx: ApiContext, principal: Principal, task: Task) -> Response:
+    """The synchronous OpenAI routes: one intake, one wait, the transcript as asked for."""
+    limit = ctx.service.settings.max_sync_upload_bytes
+    job_id, upload, parsed = await receive_transcription(request, ctx, limit, task=task)
+    done = await run_interactive(ctx, job_id, upload, parsed, principal)
     return transcript_response(done, parsed.response_format, words=parsed.words)
 
 
-@router.get("/models")
-async def list_models(ctx: ApiContext = Depends(ready_model)) -> dict[str, Any]:  # noqa: B008
-    assert ctx.catalog is not None
-    return {"object": "list", "data": [_model_card(model.id) for model in ctx.catalog]}
+@router.post("/audio/transcriptions", openapi_extra=transcription_form(sync=True))
+async def create_transcription(
+    request: Request,
+    ctx: ApiContext = Depends(ready_model),  # noqa: B008
+    principal: Principal = Depends(caller),  # noqa: B008
+) -> Response:
+    """Transcribe an uploaded file and answer when done (interactive priority)."""
+    return await _answer(request, ctx, principal, Task.TRANSCRIBE)
 
 
-@router.get("/models/{model_id}")
-async def get_model(model_id: str, ctx: ApiContext = Depends(ready_model)) -> dict[str, Any]:  # noqa: B008
-    assert ctx.catalog is not None
-    model = ctx.catalog.get(model_id)
-    if model is None:
-        raise ApiError(404, f"no model '{model_id}'", param="model", code="model_not_found")
-    return _model_card(model.id)
-
-
-def _model_card(model_id: str) -> dict[str, Any]:
-    return {"id": model_id, "object": "model", "created": 0, "owned_by": "asrserve"}
+@router.post("/audio/translations", openapi_extra=translation_form())
+async def create_translation(
+    request: Request,
+    ctx: ApiContext = Depends(ready_model),  # noqa: B008
+    principal: Principal = Depends(caller),  # noqa: B008
+) -> Response:
+    """Translate an uploaded file's speech into English and answer when done (interactive
+    priority). An English-only model cannot: 400 ``translation_unsupported``."""
+    return await _answer(request, ctx, principal, Task.TRANSLATE)

@@ -1,4 +1,5 @@
-"""OpenAI-compatible Batch API, for ``/v1/audio/transcriptions`` requests."""
+"""OpenAI-compatible Batch API, for ``/v1/audio/transcriptions`` and ``/v1/audio/translations``
+requests (one endpoint a batch)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from asrserve.api.schemas import page_body
 from asrserve.auth.principal import Principal
 from asrserve.batch_api.models import (
     COMPLETION_WINDOW,
-    ENDPOINT,
+    ENDPOINTS,
     Batch,
     BatchStatus,
     new_batch_id,
@@ -49,8 +50,9 @@ class CreateBatch(BaseModel):
 async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Accept a JSONL file of transcription requests; they run as offline, lowest-priority
     work. ``metadata.callback_url`` gets a POST of the batch when it ends."""
-    if body.endpoint != ENDPOINT:
-        message = f"endpoint must be '{ENDPOINT}' (the only endpoint batches serve here)"
+    if body.endpoint not in ENDPOINTS:
+        served = " or ".join(f"'{endpoint}'" for endpoint in ENDPOINTS)
+        message = f"endpoint must be {served} (the endpoints batches serve here)"
         raise ApiError(400, message, param="endpoint")
     if body.completion_window != COMPLETION_WINDOW:
         message = f"completion_window must be '{COMPLETION_WINDOW}'"
@@ -65,6 +67,7 @@ async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[s
     now = int(time.time())
     batch = Batch(
         id=new_batch_id(),
+        endpoint=body.endpoint,
         input_file_id=record.id,
         created_at=now,
         expires_at=now + int(ctx.service.settings.batch_api_window_s),

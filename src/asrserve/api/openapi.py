@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+AUDIO = {
+    "type": "string",
+    "format": "binary",
+    "description": "Audio in any container FFmpeg reads (flac, mp3, m4a, ogg, wav, webm, ...).",
+}
+
 
 def transcription_form(*, sync: bool) -> dict[str, Any]:
     properties: dict[str, Any] = {
-        "file": {
-            "type": "string",
-            "format": "binary",
-            "description": "Audio in any container "
-            "FFmpeg reads (flac, mp3, mp4, m4a, ogg, wav, webm, ...).",
-        },
+        "file": AUDIO,
         "model": {"type": "string", "description": "The served model id or 'whisper-1'."},
         "language": {"type": "string", "description": "ISO-639-1 code."},
         "prompt": {"type": "string"},
@@ -38,13 +39,44 @@ def transcription_form(*, sync: bool) -> dict[str, Any]:
             "format": "uri",
             "description": "POSTed the job JSON when it finishes.",
         }
-    required = ["file"]
+    return _form(properties, "file")
+
+
+def translation_form() -> dict[str, Any]:
+    """OpenAI's translation form: no ``language`` (the speech is detected), English out."""
+    properties: dict[str, Any] = {
+        "file": AUDIO,
+        "model": {
+            "type": "string",
+            "description": "A multilingual served model, or 'whisper-1' if the default is one.",
+        },
+        "prompt": {"type": "string", "description": "In English."},
+        "response_format": {
+            "type": "string",
+            "enum": ["json", "text", "srt", "verbose_json", "vtt"],
+        },
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+    }
+    return _form(properties, "file")
+
+
+def audio_file_form() -> dict[str, Any]:
+    """whisper-asr-webservice's form: the audio alone, as ``audio_file`` (options are query
+    parameters)."""
+    return _form({"audio_file": AUDIO}, "audio_file")
+
+
+def _form(properties: dict[str, Any], file_field: str) -> dict[str, Any]:
     return {
         "requestBody": {
             "required": True,
             "content": {
                 "multipart/form-data": {
-                    "schema": {"type": "object", "properties": properties, "required": required}
+                    "schema": {
+                        "type": "object",
+                        "properties": properties,
+                        "required": [file_field],
+                    }
                 }
             },
         }

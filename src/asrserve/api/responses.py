@@ -7,18 +7,26 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from asrserve.api.errors import ApiError
 from asrserve.formats import ResponseFormat, render
 from asrserve.jobs.models import Job, JobStatus
+from asrserve.transcript import Transcript
 
 
 def transcript_response(job: Job, fmt: ResponseFormat, *, words: bool) -> Response:
+    body = render(finished_transcript(job), fmt, words=words)
+    if isinstance(body, dict):
+        return JSONResponse(body)
+    return PlainTextResponse(body, media_type=fmt.media_type)
+
+
+def finished_transcript(job: Job, file_field: str = "file") -> Transcript:
+    """The job's transcript, or the error that says why there is none (a failed job's own
+    error, naming the upload's form field)."""
     if job.status is JobStatus.FAILED and job.error is not None:
-        raise ApiError(job.error.status, job.error.message, param="file", code=job.error.code)
+        error = job.error
+        raise ApiError(error.status, error.message, param=file_field, code=error.code)
     if job.status is JobStatus.CANCELLED:
         raise ApiError(409, "the job was cancelled", code="job_cancelled")
     if job.result is None:
         raise ApiError(
             409, f"the job is {job.status.value}; no transcript yet", code="job_not_finished"
         )
-    body = render(job.result, fmt, words=words)
-    if isinstance(body, dict):
-        return JSONResponse(body)
-    return PlainTextResponse(body, media_type=fmt.media_type)
+    return job.result

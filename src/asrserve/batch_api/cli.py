@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from asrserve.batch_api.models import COMPLETION_WINDOW, ENDPOINT, BatchStatus
+from asrserve.batch_api.models import COMPLETION_WINDOW, ENDPOINT, TRANSLATIONS, BatchStatus
 
 AUDIO_EXTENSIONS = frozenset(
     {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".mp4", ".webm", ".aac"}
@@ -41,6 +41,23 @@ class BatchError(Exception):
 
 
 @dataclass(frozen=True)
+class Ask:
+    """What every request of the batch asks for: the endpoint (which says the task) and the
+    body's options besides the file."""
+
+    endpoint: str
+    options: dict[str, str]
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Ask:
+        endpoint = TRANSLATIONS if args.task == "translate" else ENDPOINT
+        options = {"response_format": RESPONSE_FORMATS[args.format]}
+        if args.language:
+            options["language"] = args.language
+        return cls(endpoint, options)
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What became of one input file: its rendered body, or why it failed."""
 
@@ -54,6 +71,15 @@ def add_arguments(batch: argparse.ArgumentParser) -> None:
     run_parser = commands.add_parser("run", help="transcribe every audio file of a folder")
     run_parser.add_argument("dir", type=Path, help="folder of audio files (not recursive)")
     run_parser.add_argument("--format", default="txt", choices=list(RESPONSE_FORMATS))
+    run_parser.add_argument(
+        "--task",
+        default="transcribe",
+        choices=["transcribe", "translate"],
+        help="translate: into English (a multilingual model only)",
+    )
+    run_parser.add_argument(
+        "--language", help="the spoken language, an ISO-639-1 code (default: detected)"
+    )
     run_parser.add_argument("--url", help="a running server (default: start a private one)")
     run_parser.add_argument("--out", type=Path, help="write transcripts here (default: DIR)")
     run_parser.add_argument(
@@ -69,10 +95,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"asrserve: {exc}", file=sys.stderr)
         return 2
     try:
+        ask = Ask.of(args)
         if args.url:
-            return submit(args.url.rstrip("/"), files, args.format, args.out, started)
+            return submit(args.url.rstrip("/"), files, args.format, args.out, started, ask)
         with local_server(args.data_dir) as url:
-            return submit(url, files, args.format, args.out, started)
+            return submit(url, files, args.format, args.out, started, ask)
     except KeyboardInterrupt:
         print("asrserve: interrupted", file=sys.stderr)
         return 130
@@ -121,7 +148,9 @@ def local_server(data_dir: Path | None) -> Iterator[str]:
                 server.log_path.unlink(missing_ok=True)
 
 
-def submit(url: str, files: list[Path], fmt: str, out: Path | None, started: float) -> int:
+def submit(
+    url: str, files: list[Path], fmt: str, out: Path | None, started: float, ask: Ask
+) -> int:
     """Upload, run and wait for one batch; write its transcripts. ``started``: for the
     wall time in the summary (the whole command, a private server's start included)."""
     with httpx.Client(base_url=url, timeout=TIMEOUT) as client:
@@ -131,8 +160,8 @@ def submit(url: str, files: list[Path], fmt: str, out: Path | None, started: flo
             "POST",
             "/v1/batches",
             json={
-                "input_file_id": upload_requests(client, files, file_ids, RESPONSE_FORMATS[fmt]),
-                "endpoint": ENDPOINT,
+                "input_file_id": upload_requests(client, files, file_ids, ask),
+                "endpoint": ask.endpoint,
                 "completion_window": COMPLETION_WINDOW,
                 "metadata": {"source": "asrserve batch run"},
             },
@@ -177,16 +206,14 @@ def upload(client: httpx.Client, path: Path, purpose: str) -> str:
     return str(body["id"])
 
 
-def upload_requests(
-    client: httpx.Client, files: list[Path], file_ids: list[str], response_format: str
-) -> str:
+def upload_requests(client: httpx.Client, files: list[Path], file_ids: list[str], ask: Ask) -> str:
     lines = [
         json.dumps(
             {
                 "custom_id": path.name,
                 "method": "POST",
-                "url": ENDPOINT,
-                "body": {"file": file_id, "response_format": response_format},
+                "url": ask.endpoint,
+                "body": {"file": file_id, **ask.options},
             }
         )
         for path, file_id in zip(files, file_ids, strict=True)

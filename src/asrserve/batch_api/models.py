@@ -10,9 +10,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import JobError, WebhookStatus
+from asrserve.jobs.models import JobError, Task, WebhookStatus
 
 ENDPOINT = "/v1/audio/transcriptions"
+TRANSLATIONS = "/v1/audio/translations"
+ENDPOINTS = {ENDPOINT: Task.TRANSCRIBE, TRANSLATIONS: Task.TRANSLATE}
+"""The endpoints a batch may serve, and the task each line of such a batch runs."""
 COMPLETION_WINDOW = "24h"
 
 

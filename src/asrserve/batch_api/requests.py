@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from asrserve.batch_api.models import ENDPOINT, BatchErrorLine
+from asrserve.batch_api.models import ENDPOINT, ENDPOINTS, BatchErrorLine
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest, shown
 from asrserve.requests import TranscriptionRequest, parse_request
@@ -87,11 +87,16 @@ def count_requests(source: BinaryIO, max_line_bytes: int) -> int:
 
 
 def parse_input(
-    source: BinaryIO, catalog: Catalog, max_requests: int, max_line_bytes: int
+    source: BinaryIO,
+    catalog: Catalog,
+    max_requests: int,
+    max_line_bytes: int,
+    endpoint: str = ENDPOINT,
 ) -> list[RequestLine]:
-    """Every request of the file, or :class:`InvalidInput` listing what is wrong (by line)."""
+    """Every request of the file, or :class:`InvalidInput` listing what is wrong (by line).
+    Each line's ``url`` must be the batch's ``endpoint``, which says the lines' task."""
     lines = jsonl_lines(source, max_line_bytes)
-    requests, errors = _parse_lines(lines, catalog, max_requests, max_line_bytes)
+    requests, errors = _parse_lines(lines, _Rules(catalog, endpoint, max_line_bytes), max_requests)
     if not errors and not requests:
         errors.append(_error("empty_file", "the input file has no requests"))
     if errors:
@@ -99,8 +104,17 @@ def parse_input(
     return requests
 
 
+@dataclass(frozen=True)
+class _Rules:
+    """What every line of one batch is checked against."""
+
+    catalog: Catalog
+    endpoint: str
+    max_line_bytes: int
+
+
 def _parse_lines(
-    lines: Iterable[Line], catalog: Catalog, max_requests: int, max_line_bytes: int
+    lines: Iterable[Line], rules: _Rules, max_requests: int
 ) -> tuple[list[RequestLine], list[BatchErrorLine]]:
     requests: list[RequestLine] = []
     errors: list[BatchErrorLine] = []
@@ -111,7 +125,7 @@ def _parse_lines(
             errors.insert(0, _error("too_many_requests", message))
             break
         try:
-            request = _parse_line(line, catalog, max_line_bytes)
+            request = _parse_line(line, rules)
         except _LineError as exc:
             errors.append(exc.error)
         else:
@@ -131,21 +145,21 @@ class _LineError(Exception):
         self.error = error
 
 
-def _parse_line(raw: Line, catalog: Catalog, max_line_bytes: int) -> RequestLine:
+def _parse_line(raw: Line, rules: _Rules) -> RequestLine:
     line = raw.number
 
     def fail(code: str, message: str, param: str | None = None) -> _LineError:
         return _LineError(_error(code, message, param, line))
 
-    entry = _decode(raw, max_line_bytes, fail)
+    entry = _decode(raw, rules.max_line_bytes, fail)
     if not isinstance(entry, dict):
         raise fail("invalid_request", "each line must be a JSON object")
-    custom_id = _check_envelope(entry, fail)
+    custom_id = _check_envelope(entry, rules.endpoint, fail)
     body = entry.get("body")
     file_id = _check_body(body, fail)
     assert isinstance(body, dict)
     try:
-        request = parse_request(_fields(body), catalog)
+        request = parse_request(_fields(body), rules.catalog, task=ENDPOINTS[rules.endpoint])
     except InvalidRequest as exc:
         param = f"body.{exc.param}" if exc.param else "body"
         raise fail(exc.code or "invalid_body", exc.message, param) from None
@@ -168,7 +182,7 @@ def _decode(raw: Line, max_line_bytes: int, fail: Callable[..., _LineError]) -> 
         raise fail("invalid_json", "not valid JSON: nested too deeply") from None
 
 
-def _check_envelope(entry: dict[str, Any], fail: Callable[..., _LineError]) -> str:
+def _check_envelope(entry: dict[str, Any], endpoint: str, fail: Callable[..., _LineError]) -> str:
     """The custom id of a line whose fields around the body are right."""
     custom_id = entry.get("custom_id")
     if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= MAX_CUSTOM_ID:
@@ -177,8 +191,8 @@ def _check_envelope(entry: dict[str, Any], fail: Callable[..., _LineError]) -> s
         )
     if entry.get("method") != "POST":
         raise fail("invalid_method", "method must be 'POST'", "method")
-    if entry.get("url") != ENDPOINT:
-        raise fail("invalid_url", f"url must be '{ENDPOINT}'", "url")
+    if entry.get("url") != endpoint:
+        raise fail("invalid_url", f"url must be '{endpoint}', the batch's endpoint", "url")
     return custom_id
 
 

@@ -154,6 +154,7 @@ class BatchRunner:
                     self._catalog,
                     settings.batch_api_max_requests,
                     settings.batch_api_max_line_bytes,
+                    batch.endpoint,
                 )
 
         try:

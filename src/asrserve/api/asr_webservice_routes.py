@@ -1,0 +1,149 @@
+"""whisper-asr-webservice's routes, ``POST /asr`` and ``POST /detect-language``, so that tools
+written for that service (subtitle managers call ``/asr``) work by changing only the URL.
+
+Its parameters, defaults and answers: the audio as the multipart part ``audio_file``, the
+options as query parameters. ``/asr`` answers the transcript in ``output``'s format as a
+download (``text/plain`` whatever the format, ``Content-Disposition: attachment;
+filename="<upload name>.<output>"``, and an ``Asr-Engine`` header); ``/detect-language``
+answers ``{"detected_language", "language_code", "confidence"}``. ``encode=false`` means the
+body is raw PCM (s16le, 16 kHz, mono): it is given a WAV header on arrival, so the one decode
+path reads it. ``vad_filter`` is accepted and changes nothing: every request here is already
+cut at the silences Silero VAD finds (``ASRSERVE_VAD_FILTER``, on by default). ``model``
+(ours, not the peer's) picks a served model; omitted, the default.
+
+Both run as an interactive job through the same intake, limits, API keys, scheduler and
+errors as ``/v1/audio/transcriptions`` (OpenAI's error shape, ``param`` naming
+``audio_file`` or the query parameter at fault).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import PlainTextResponse, Response
+
+from asrserve.api.access import caller
+from asrserve.api.audio_routes import ready_model, run_interactive
+from asrserve.api.deps import ApiContext
+from asrserve.api.errors import ApiError
+from asrserve.api.openapi import audio_file_form
+from asrserve.api.responses import finished_transcript
+from asrserve.api.uploads import Upload, receive_upload, storage_error
+from asrserve.audio.raw import wrap_raw_pcm
+from asrserve.auth.principal import Principal
+from asrserve.errors import AsrError
+from asrserve.formats import WhisperOutput, render_whisper
+from asrserve.jobs.models import Job, Task
+from asrserve.languages import language_name
+from asrserve.requests import Fields, parse_request
+
+router = APIRouter(tags=["whisper-asr-webservice"])
+Ctx = Annotated[ApiContext, Depends(ready_model)]
+Caller = Annotated[Principal, Depends(caller)]
+Encode = Annotated[
+    bool, Query(description="Decode the upload with FFmpeg; false: it is raw PCM s16le 16 kHz mono")
+]
+Model = Annotated[
+    str | None, Query(description="asrserve's own: a served model id; omitted, the default")
+]
+
+FILE_FIELD = "audio_file"
+PARAMS = {"file": FILE_FIELD, "prompt": "initial_prompt"}  # the core's names → this route's
+ENGINE = {"Asr-Engine": "faster_whisper"}
+
+
+@router.post("/asr", openapi_extra=audio_file_form())
+async def asr(
+    request: Request,
+    ctx: Ctx,
+    principal: Caller,
+    encode: Encode = True,
+    task: Literal["transcribe", "translate"] = "transcribe",
+    language: str | None = None,
+    initial_prompt: str | None = None,
+    vad_filter: Annotated[
+        bool, Query(description="Accepted; VAD always cuts speech at silences here")
+    ] = False,
+    word_timestamps: bool = False,
+    output: WhisperOutput = WhisperOutput.TXT,
+    model: Model = None,
+) -> Response:
+    """Transcribe (or translate into English) ``audio_file``; the transcript as a file."""
+    fields = _fields(model=model, language=language, prompt=initial_prompt)
+    if word_timestamps:  # the core asks for the verbose format with word timestamps
+        fields |= {"response_format": ["verbose_json"], "timestamp_granularities[]": ["word"]}
+    job = await _run(request, ctx, principal, fields, Task(task), encode=encode)
+    body = render_whisper(finished_transcript(job, FILE_FIELD), output)
+    name = quote(job.filename or "audio")
+    disposition = f'attachment; filename="{name}.{output.value}"'
+    return PlainTextResponse(body, headers={**ENGINE, "Content-Disposition": disposition})
+
+
+@router.post("/detect-language", openapi_extra=audio_file_form())
+async def detect_language(
+    request: Request, ctx: Ctx, principal: Caller, encode: Encode = True, model: Model = None
+) -> dict[str, Any]:
+    """The language spoken in ``audio_file``, judged from its first speech; a multilingual
+    model only (an English-only one: 400 ``detection_unsupported``)."""
+    job = await _run(request, ctx, principal, _fields(model=model), Task.DETECT, encode=encode)
+    transcript = finished_transcript(job, FILE_FIELD)
+    return {
+        "detected_language": language_name(transcript.language),
+        "language_code": transcript.language,
+        "confidence": transcript.language_probability,
+    }
+
+
+async def _run(
+    request: Request,
+    ctx: ApiContext,
+    principal: Principal,
+    fields: Fields,
+    task: Task,
+    *,
+    encode: bool,
+) -> Job:
+    """Receive ``audio_file``, validate the options, run one interactive job to its end."""
+    assert ctx.catalog is not None
+    job_id, dest = ctx.service.new_upload_path()
+    limit = ctx.service.settings.max_sync_upload_bytes
+    with _route_params():
+        upload = await receive_upload(request, dest, limit, ctx.uploads, file_field=FILE_FIELD)
+        try:
+            parsed = parse_request(fields, ctx.catalog, task=task)
+            await _prepare(upload, encode=encode)
+        except BaseException:
+            upload.remove()
+            raise
+        return await run_interactive(ctx, job_id, upload, parsed, principal)
+
+
+async def _prepare(upload: Upload, *, encode: bool) -> None:
+    """A part is there; raw PCM (``encode=false``) becomes a WAV file in place."""
+    if upload.path is None:
+        message = f"a '{FILE_FIELD}' part with the audio is required"
+        raise ApiError(400, message, param=FILE_FIELD)
+    if not encode and upload.size:
+        try:
+            upload.size = await asyncio.to_thread(wrap_raw_pcm, upload.path)
+        except OSError as exc:
+            raise storage_error(exc) from exc
+
+
+@contextlib.contextmanager
+def _route_params() -> Iterator[None]:
+    """Errors name this route's parameters (``audio_file``, ``initial_prompt``)."""
+    try:
+        yield
+    except (AsrError, ApiError) as exc:
+        exc.param = PARAMS.get(exc.param or "", exc.param)
+        raise
+
+
+def _fields(**values: str | None) -> dict[str, list[str]]:
+    return {name: [value] for name, value in values.items() if value is not None}

@@ -1,0 +1,247 @@
+"""Translation, model cards and whisper-asr-webservice's routes, over loopback.
+
+Against the shared tiny.en server (English-only): translation and detection are 400s saying
+so, an unknown model is a 400 naming the served ones, ``/asr`` answers every ``output`` on real
+speech, driven exactly as whisper-asr-webservice's README drives it (its curl example:
+query parameters and an ``audio_file`` part), raw PCM included, and a Batch API translation
+line fails validation. Against one server of this module serving tiny.en and the
+multilingual base: the official ``openai`` client translates, ``/detect-language`` and
+``/asr?task=translate`` answer, and ``/v1/models`` describes both.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from asrserve.audio.decode import decode
+from asrserve.wer import wer_one
+from tests.support.batches import client_for, create_batch, ended, line, wait_for
+from tests.support.servers import JFK, REAL_SPEECH, Server, needs_real_speech
+
+pytestmark = [pytest.mark.slow, needs_real_speech]
+
+TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+TRANSLATIONS = "/v1/audio/translations"
+
+
+@pytest.fixture(scope="module")
+def http(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def jfk_text() -> str:
+    text: str = json.loads((REAL_SPEECH / "references.json").read_text())["jfk.flac"]
+    return text
+
+
+def asr(http: httpx.Client, audio: bytes, name: str = "jfk.flac", **query: str) -> httpx.Response:
+    """``curl -X POST -H "content-type: multipart/form-data" -F "audio_file=@/path/to/file"
+    0.0.0.0:9000/asr?output=json``, as the peer's README has it."""
+    return http.post("/asr", params=query, files={"audio_file": (name, audio)})
+
+
+def translate(oai: openai.OpenAI, path: Path, **kwargs: Any) -> Any:
+    """``client.audio.translations.create(model=..., file=...)``, unchanged. This openai
+    release marks the method deprecated (a DeprecationWarning on each call): its shape and
+    request are what they were, and what this server answers."""
+    with path.open("rb") as audio, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return oai.audio.translations.create(file=audio, **kwargs)
+
+
+def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error: dict[str, Any] = response.json()["error"]
+    return error
+
+
+# --- tiny.en: what an English-only model refuses ------------------------------------------
+
+
+def test_translation_on_an_english_only_model_is_a_400_saying_so(server: Server) -> None:
+    with (
+        openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as oai,
+        pytest.raises(openai.BadRequestError) as caught,
+    ):
+        translate(oai, JFK, model="whisper-1")
+    assert caught.value.code == "translation_unsupported"
+    body = caught.value.body
+    assert isinstance(body, dict) and body["param"] == "model"
+    assert "'tiny.en' is English-only" in body["message"]
+
+
+def test_unknown_model_is_a_400_naming_the_served_ones(http: httpx.Client) -> None:
+    for path in ("/v1/audio/transcriptions", TRANSLATIONS):
+        response = http.post(
+            path, files={"file": ("a.flac", JFK.read_bytes())}, data={"model": "x"}
+        )
+        error = error_of(response, 400)
+        assert (error["code"], error["param"]) == ("model_not_found", "model")
+        assert "use one of 'tiny.en', 'whisper-1'" in error["message"]
+    error = error_of(asr(http, JFK.read_bytes(), model="large-v9"), 400)
+    assert (error["code"], error["param"]) == ("model_not_found", "model")
+
+
+def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) -> None:
+    (card,) = http.get("/v1/models").json()["data"]
+    assert card == {
+        "id": "tiny.en",
+        "object": "model",
+        "created": 0,
+        "owned_by": "asrserve",
+        "languages": ["en"],
+        "translate": False,
+        "default": True,
+        "aliases": ["whisper-1"],
+    }
+    assert http.get("/v1/models/whisper-1").json() == card
+    paths = http.get("/openapi.json").json()["paths"]
+    translation = paths[TRANSLATIONS]["post"]["requestBody"]["content"]["multipart/form-data"]
+    assert set(translation["schema"]["properties"]) == {
+        "file",
+        "model",
+        "prompt",
+        "response_format",
+        "temperature",
+    }
+    for route in ("/asr", "/detect-language"):
+        form = paths[route]["post"]["requestBody"]["content"]["multipart/form-data"]
+        assert form["schema"]["required"] == ["audio_file"]
+
+
+# --- /asr and /detect-language, as whisper-asr-webservice's users call them ---------------
+
+
+def test_asr_answers_every_output_as_a_download(http: httpx.Client, jfk_text: str) -> None:
+    audio = JFK.read_bytes()
+    answers = {output: asr(http, audio, output=output) for output in ("txt", "vtt", "srt", "tsv")}
+    answers["json"] = asr(http, audio, output="json")
+    for output, response in answers.items():
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == "text/plain; charset=utf-8"
+        disposition = f'attachment; filename="jfk.flac.{output}"'
+        assert response.headers["content-disposition"] == disposition
+        assert response.headers["asr-engine"] == "faster_whisper"
+    result = json.loads(answers["json"].text)
+    assert set(result) == {"text", "segments", "language"} and result["language"] == "en"
+    assert wer_one(jfk_text, result["text"]) <= 0.1, result["text"]
+    segments = result["segments"]
+    assert segments and all(s["words"] is None for s in segments)
+    assert answers["txt"].text == "".join(f"{s['text'].strip()}\n" for s in segments)
+    header, *rows = answers["tsv"].text.splitlines()
+    assert header == "start\tend\ttext"
+    assert rows == [
+        f"{round(s['start'] * 1000)}\t{round(s['end'] * 1000)}\t{s['text'].strip()}"
+        for s in segments
+    ]
+    assert answers["vtt"].text.startswith("WEBVTT\n\n00:00:")
+    assert answers["srt"].text.startswith("1\n00:00:")
+    assert answers["srt"].text.count(" --> ") == len(segments)
+
+
+def test_asr_options(http: httpx.Client, jfk_text: str) -> None:
+    audio = JFK.read_bytes()
+    words = asr(http, audio, output="json", word_timestamps="true", language="en")
+    assert words.status_code == 200, words.text
+    first = json.loads(words.text)["segments"][0]["words"][0]
+    assert set(first) == {"word", "start", "end", "probability"}
+    prompted = asr(http, audio, initial_prompt="Kennedy's inaugural address.", vad_filter="true")
+    assert prompted.status_code == 200 and wer_one(jfk_text, prompted.text) <= 0.1
+    for query, code, param in [
+        ({"task": "translate"}, "translation_unsupported", "model"),
+        ({"language": "de"}, "unsupported_language", "language"),
+        ({"initial_prompt": "p" * 1001}, "prompt_too_long", "initial_prompt"),
+    ]:
+        error = error_of(asr(http, audio, **query), 400)
+        assert (error["code"], error["param"]) == (code, param)
+    assert error_of(asr(http, audio, output="docx"), 422)["param"] == "output"
+
+
+def test_asr_reads_raw_pcm_when_told_not_to_encode(http: httpx.Client, jfk_text: str) -> None:
+    samples = np.round(decode(JFK, max_seconds=60) * 32767).astype("<i2").tobytes()
+    response = asr(http, samples, name="jfk.pcm", encode="false", output="txt")
+    assert response.status_code == 200, response.text
+    assert wer_one(jfk_text, response.text) <= 0.1, response.text
+    assert response.headers["content-disposition"] == 'attachment; filename="jfk.pcm.txt"'
+    empty = error_of(asr(http, b"", encode="false"), 400)
+    assert (empty["code"], empty["param"]) == ("empty_file", "audio_file")
+    missing = error_of(http.post("/asr", files={"other": ("a", b"x")}), 400)
+    assert missing["param"] == "audio_file"
+
+
+def test_detect_language_needs_a_multilingual_model(http: httpx.Client) -> None:
+    response = http.post("/detect-language", files={"audio_file": ("jfk.flac", JFK.read_bytes())})
+    error = error_of(response, 400)
+    assert (error["code"], error["param"]) == ("detection_unsupported", "model")
+
+
+def test_batch_translation_lines_fail_validation_on_english_only(
+    server: Server, tmp_path: Path
+) -> None:
+    client = client_for(server)
+    lines = [line("a", "file-x", url=TRANSLATIONS)]
+    batch_id = create_batch(client, lines, tmp_path, endpoint=TRANSLATIONS)
+    batch = wait_for(server, batch_id, ended, timeout=30)
+    assert (batch["status"], batch["endpoint"]) == ("failed", TRANSLATIONS)
+    (error,) = batch["errors"]["data"]
+    assert (error["code"], error["param"], error["line"]) == (
+        "translation_unsupported",
+        "body.model",
+        1,
+    )
+
+
+# --- tiny.en and base served at once: translation and detection (the core's) --------------
+
+
+@pytest.fixture(scope="module")
+def multilingual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    env = {"ASRSERVE_MODELS": "tiny.en,base"}
+    srv = Server(tmp_path_factory.mktemp("multilingual") / "data", env=env)
+    srv.start(timeout=240)
+    yield srv
+    srv.stop()
+
+
+def test_openai_client_translates_with_a_multilingual_model(
+    multilingual: Server, jfk_text: str
+) -> None:
+    with openai.OpenAI(base_url=f"{multilingual.url}/v1", api_key="x", max_retries=0) as oai:
+        plain = translate(oai, JFK, model="base")
+        assert isinstance(plain, openai.types.audio.Translation)
+        assert wer_one(jfk_text, plain.text) <= 0.25, plain.text
+        verbose = translate(oai, JFK, model="base", response_format="verbose_json")
+        assert isinstance(verbose, openai.types.audio.TranslationVerbose)
+        assert verbose.language == "en" and (verbose.model_extra or {})["task"] == "translate"
+        ids = [model.id for model in oai.models.list()]
+    assert ids == ["tiny.en", "base"]
+
+
+def test_peer_routes_on_a_multilingual_model(multilingual: Server, jfk_text: str) -> None:
+    with httpx.Client(base_url=multilingual.url, timeout=TIMEOUT) as http:
+        audio = JFK.read_bytes()
+        detected = http.post(
+            "/detect-language", params={"model": "base"}, files={"audio_file": ("a", audio)}
+        )
+        assert detected.status_code == 200, detected.text
+        body = detected.json()
+        assert (body["detected_language"], body["language_code"]) == ("english", "en")
+        assert 0.5 < body["confidence"] <= 1.0
+        translated = asr(http, audio, task="translate", model="base", output="json")
+        assert translated.status_code == 200, translated.text
+        result = json.loads(translated.text)
+        assert result["language"] == "en" and wer_one(jfk_text, result["text"]) <= 0.25
+        cards = {card["id"]: card for card in http.get("/v1/models").json()["data"]}
+    assert (cards["base"]["languages"], cards["base"]["translate"]) == ("multilingual", True)
+    assert (cards["base"]["default"], cards["tiny.en"]["default"]) == (False, True)
