@@ -74,6 +74,8 @@ async def asr(
     model: Model = None,
 ) -> Response:
     """Transcribe (or translate into English) ``audio_file``; the transcript as a file."""
+    needs_languages = task == "translate" or (language or "en").lower() != "en"
+    model = model or _peer_model(ctx, multilingual=needs_languages)
     fields = _fields(model=model, language=language, prompt=initial_prompt)
     if word_timestamps:  # the core asks for the verbose format with word timestamps
         fields |= {"response_format": ["verbose_json"], "timestamp_granularities[]": ["word"]}
@@ -90,6 +92,7 @@ async def detect_language(
 ) -> dict[str, Any]:
     """The language spoken in ``audio_file``, judged from its first speech; a multilingual
     model only (an English-only one: 400 ``detection_unsupported``)."""
+    model = model or _peer_model(ctx, multilingual=True)
     job = await _run(request, ctx, principal, _fields(model=model), Task.DETECT, encode=encode)
     transcript = finished_transcript(job, FILE_FIELD)
     return {
@@ -143,6 +146,16 @@ def _route_params() -> Iterator[None]:
     except (AsrError, ApiError) as exc:
         exc.param = PARAMS.get(exc.param or "", exc.param)
         raise
+
+
+def _peer_model(ctx: ApiContext, *, multilingual: bool) -> str | None:
+    """The model a peer route uses when none is named: the default, unless the request
+    needs a multilingual model and the default is English-only (the peer serves one model,
+    so its clients never name one): then the first multilingual model served, if any."""
+    assert ctx.catalog is not None
+    if not multilingual or ctx.catalog.default.multilingual:
+        return None
+    return next((m.id for m in ctx.catalog if m.multilingual), None)
 
 
 def _fields(**values: str | None) -> dict[str, list[str]]:
