@@ -96,6 +96,13 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         help="memory instead: a server's peak RSS while it runs ~4 h files (1 Hz WAV, "
         "silence, 4 at once, speech)",
     )
+    bench.add_argument(
+        "--models",
+        metavar="A,B",
+        help="several models instead: each alone on a server of its own, then all on one "
+        "server, the first --concurrency clients split evenly between them, each model "
+        "--requests answers (default: the files); audio s / wall s per model and in all",
+    )
     bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.add_argument("--beam-size", type=int)
@@ -138,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
         return _soak(args, files, env)
     if args.distributed:
         return _distributed(args, files, env)
+    if args.models:
+        return _models(args, files, env)
     config = BenchConfig(
         policies=args.policies.split(","),
         patterns=_patterns(args, len(files)),
@@ -197,6 +206,25 @@ def _distributed(args: argparse.Namespace, files: list[AudioFile], env: dict[str
         audio = sum(f.duration for f in files)
         meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
         write_json(args.json, rows, None, {**meta, "settings": env}, {"distributed": body})
+    return 0
+
+
+def _models(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    from asrserve.bench.models import ModelsScenario, measure_models, models_body, models_report
+
+    models = [name.strip() for name in args.models.split(",") if name.strip()]
+    if args.url is not None or len(models) < 2:
+        raise SystemExit("asrserve bench: --models names two models or more, starts its servers")
+    clients = int(args.concurrency.split(",")[0]) or 16
+    scenario = ModelsScenario(models, clients, args.requests or len(files), env)
+    audio = sum(f.duration for f in files)
+    print(f"{len(files)} files, {audio:.1f} s of audio; {clients} clients, models {models}")
+    shares = measure_models(files, scenario)
+    print(models_report(shares))
+    if args.json is not None:
+        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
+        extra = {"models": models_body(shares)}
+        write_json(args.json, [], None, {**meta, "settings": env}, extra)
     return 0
 
 

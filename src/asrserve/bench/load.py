@@ -67,7 +67,8 @@ class Pattern:
         return f"open loop, {self.rate:g} req/s ({kind})"
 
 
-async def _send(client: httpx.AsyncClient, file: AudioFile, fields: dict[str, str]) -> Sample:
+async def send(client: httpx.AsyncClient, file: AudioFile, fields: dict[str, str]) -> Sample:
+    """One transcription request, timed."""
     start = time.perf_counter()
     response = await client.post(
         "/v1/audio/transcriptions", data=fields, files={"file": (file.path.name, file.data)}
@@ -101,7 +102,7 @@ async def _closed(
 
     async def client_loop() -> None:
         while queue:
-            samples.append(await _send(client, queue.pop(), fields))
+            samples.append(await send(client, queue.pop(), fields))
 
     await asyncio.gather(*(client_loop() for _ in range(concurrency)))
     return samples
@@ -117,5 +118,5 @@ async def _open(
         if index % pattern.burst == 0 and index:
             # Groups arrive as a Poisson process with the rate scaled to keep req/s.
             await asyncio.sleep(rng.expovariate(pattern.rate / pattern.burst))
-        tasks.append(asyncio.create_task(_send(client, file, fields)))
+        tasks.append(asyncio.create_task(send(client, file, fields)))
     return list(await asyncio.gather(*tasks))
