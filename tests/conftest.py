@@ -12,6 +12,7 @@ import pytest
 
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.corpus import Clip, build_corpus
+from asrserve.corpus_languages import LanguageClip
 from asrserve.engine.base import Engine
 from tests.support.servers import ROOT, Receiver, Server
 
@@ -20,6 +21,22 @@ from tests.support.servers import ROOT, Receiver, Server
 def corpus() -> list[Clip]:
     """12 clips of 2–30 s in five containers plus one of over two minutes (cached)."""
     return build_corpus(ROOT / ".corpus", n_clips=12, long_clip_seconds=130.0)
+
+
+@pytest.fixture(scope="session")
+def language_corpus() -> list[LanguageClip]:
+    """Four clips each of German, Spanish, Italian and Portuguese speech (cached)."""
+    from tests.support.languages import language_corpus
+
+    return language_corpus()
+
+
+@pytest.fixture(scope="session")
+def base_model() -> Path:
+    """The multilingual base model's directory, joined from its packages once (cached)."""
+    from tests.support.languages import base_model_dir
+
+    return base_model_dir()
 
 
 @pytest.fixture(scope="session")

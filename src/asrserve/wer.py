@@ -2,6 +2,8 @@
 
 Both references and hypotheses are passed through :func:`normalize` before
 scoring, so casing, punctuation and spacing differences never count as errors.
+Accents are kept (in Spanish ``está`` and ``esta`` are different words), however they
+are encoded, and ``¿``/``¡`` count as punctuation.
 Number words are *not* mapped to digits (or vice versa): the synthetic corpus
 in :mod:`asrserve.corpus` deliberately contains no digits, so a transcript
 that writes "9" for "nine" is counted as a substitution.
@@ -27,13 +29,14 @@ _SPACES = re.compile(r"\s+")
 def normalize(text: str) -> str:
     """Normalize *text* for WER scoring.
 
-    Steps, in order: Unicode NFKC, lowercase, delete apostrophes (so
+    Steps, in order: Unicode NFKC (so a letter and its combining accent are one letter),
+    case folding (lowercase, and German ``ß`` as ``ss``), delete apostrophes (so
     ``"Don't"`` becomes ``"dont"`` and ``"the dog's"`` becomes ``"the dogs"``),
     replace every other punctuation/symbol character with a space (so
     ``"well-known"`` becomes ``"well known"``), collapse runs of whitespace and
     strip the ends.
     """
-    text = unicodedata.normalize("NFKC", text).lower()
+    text = unicodedata.normalize("NFKC", text).casefold()
     text = _APOSTROPHES.sub("", text)
     text = _NON_WORD.sub(" ", text)
     return _SPACES.sub(" ", text).strip()

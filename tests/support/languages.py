@@ -1,0 +1,137 @@
+"""faster-whisper's own language detection, transcription and translation of the multilingual
+corpus: the reference the served base model is held to (``tests/test_languages.py``).
+
+Synthetic speech is hard for Whisper base, so the gate is agreement with the engine run
+directly on the same files, not absolute accuracy. Run on its own to print the figures:
+``python -m tests.support.languages``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from asrserve.corpus_languages import LanguageClip, build_language_corpus
+from asrserve.engine.sources import resolve
+from asrserve.wer import wer
+from tests.support.servers import ROOT
+
+LANGUAGE_CORPUS = ROOT / ".corpus" / "languages"
+MODEL_CACHE = ROOT / ".corpus" / "models"  # joined once, shared by the reference and servers
+# One decode, no temperature fallback: the service decodes at the request's temperature
+# (0 unless asked), and fallback's sampling would make the reference vary from run to run.
+DECODE: dict[str, Any] = {"beam_size": 5, "vad_filter": False, "temperature": 0.0}
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What one system made of one clip."""
+
+    clip: LanguageClip
+    detected: str  # the language it found with none given
+    transcript: str  # with the clip's language given
+    translation: str  # into English
+
+
+@dataclass(frozen=True)
+class Score:
+    """One language's figures over its clips."""
+
+    language: str
+    clips: int
+    detection: float  # share of clips detected as their language
+    wer: float  # transcription, against the original text
+    translation_wer: float  # against the English sentences
+
+
+def base_model_dir() -> Path:
+    """The multilingual base model, joined from its packages into the shared cache."""
+    return resolve("base", cache_dir=MODEL_CACHE, offline=True).path
+
+
+def language_corpus() -> list[LanguageClip]:
+    return build_language_corpus(LANGUAGE_CORPUS)
+
+
+def _text(segments: Iterable[Any]) -> str:
+    return "".join(segment.text for segment in segments).strip()
+
+
+def hear(model: Any, clip: LanguageClip) -> Heard:
+    """faster-whisper's ``WhisperModel.transcribe`` on one clip: detect, transcribe, translate.
+
+    When detection finds the clip's language, the detecting call's transcript is the one
+    with that language given (faster-whisper decodes the detected language exactly as a
+    given one), so the transcription is only run again for a clip detected wrongly.
+    """
+    segments, info = model.transcribe(str(clip.path), **DECODE)
+    transcript = _text(segments)
+    if info.language != clip.language:
+        segments, _ = model.transcribe(str(clip.path), language=clip.language, **DECODE)
+        transcript = _text(segments)
+    segments, _ = model.transcribe(str(clip.path), task="translate", **DECODE)
+    return Heard(clip, info.language, transcript, _text(segments))
+
+
+def reference(model_dir: Path, clips: Sequence[LanguageClip]) -> list[Heard]:
+    """faster-whisper's results on every clip, with the model loaded once (int8, 2 threads)."""
+    from faster_whisper import WhisperModel
+
+    model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=2)
+    try:
+        return [hear(model, clip) for clip in clips]
+    finally:
+        del model
+
+
+def scores(heard: Sequence[Heard]) -> dict[str, Score]:
+    """Per language: detection accuracy, transcription WER and translation WER."""
+    out = {}
+    for language in dict.fromkeys(h.clip.language for h in heard):
+        mine = [h for h in heard if h.clip.language == language]
+        out[language] = Score(
+            language,
+            len(mine),
+            sum(h.detected == language for h in mine) / len(mine),
+            wer([h.clip.text for h in mine], [h.transcript for h in mine]),
+            wer([h.clip.english for h in mine], [h.translation for h in mine]),
+        )
+    return out
+
+
+def report(heard: Sequence[Heard]) -> str:
+    """The figures as a table, then every clip's results."""
+    lines = ["language  clips  detection  WER    translation WER"]
+    for s in scores(heard).values():
+        figures = f"{s.detection:>9.2f}  {s.wer:.3f}  {s.translation_wer:.3f}"
+        lines.append(f"{s.language:<9} {s.clips:>5}  {figures}")
+    for h in heard:
+        lines += [
+            f"{h.clip.path.name} ({h.clip.duration:.1f} s) detected {h.detected}",
+            f"  said:       {h.clip.text}",
+            f"  heard:      {h.transcript}",
+            f"  English:    {h.clip.english}",
+            f"  translated: {h.translation}",
+        ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    started = time.monotonic()
+    clips = language_corpus()
+    model_dir = base_model_dir()
+    ready = time.monotonic()
+    heard = reference(model_dir, clips)
+    done = time.monotonic()
+    print(report(heard))
+    print(
+        f"corpus and model {ready - started:.1f} s, reference over {len(clips)} clips"
+        f" ({sum(c.duration for c in clips):.0f} s of audio) {done - ready:.1f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
