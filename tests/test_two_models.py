@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,8 +20,9 @@ import pytest
 
 from asrserve.corpus import Clip
 from asrserve.wer import wer_one
-from tests.support.api import submit_job, wait_job
+from tests.support.api import submit_job, transcribe_text, wait_job
 from tests.support.servers import Server
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -138,3 +140,28 @@ def test_both_models_ran_on_the_shared_devices(finished: Finished) -> None:
     assert {device for device, _ in ran} == set(devices)
     # The pool is shared, not split per model: some device ran batches of both.
     assert any({(d, "tiny.en"), (d, "base")} <= ran for d in devices), sorted(ran)
+
+
+def test_an_idle_model_releases_its_weights_and_answers_again(
+    tmp_path: Path, corpus: list[Clip]
+) -> None:
+    """``ASRSERVE_MODEL_IDLE_S``: the real engine's weights are released once the model has
+    been idle that long (read from ``/v1/scheduler``), and the next request loads them again
+    and is answered right."""
+    env = {"ASRSERVE_MODELS": "tiny.en", "ASRSERVE_MODEL_IDLE_S": "1"}
+    server = Server(tmp_path / "data", env=env)
+    server.start(timeout=180)
+    clip = min(corpus, key=lambda c: c.duration)
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as http:
+
+            def loaded_on() -> list[str]:
+                (model,) = http.get("/v1/scheduler").json()["models"]
+                return list(model["loaded_on"])
+
+            wait_until(lambda: loaded_on() == [], 60, "the idle model to be released")
+            assert wer_one(clip.text, transcribe_text(http, clip.path)) <= TINY_WER
+    finally:
+        server.stop()
+    log = server.log_path.read_text() if server.log_path else ""
+    assert "released model tiny.en on cpu:0" in log and "reloaded model tiny.en on cpu:0" in log
