@@ -144,19 +144,12 @@ def parser() -> argparse.ArgumentParser:
     add_keys_arguments(keys)
     batch = commands.add_parser("batch", help="transcribe a folder through the Batch API")
     from asrserve.batch_api.cli import add_arguments as add_batch_arguments
+    from asrserve.batch_api.cli import add_task_arguments
 
     add_batch_arguments(batch)
     transcribe.add_argument("files", nargs="+", type=Path)
     transcribe.add_argument("--format", default="txt", choices=["txt", "json", "srt", "vtt"])
-    transcribe.add_argument(
-        "--task",
-        default="transcribe",
-        choices=["transcribe", "translate"],
-        help="translate: into English (a multilingual model only)",
-    )
-    transcribe.add_argument(
-        "--language", help="the spoken language, an ISO-639-1 code (default: detected)"
-    )
+    add_task_arguments(transcribe)
     transcribe.add_argument(
         "--out", type=Path, default=None, help="write FILE.<format> here (default: stdout)"
     )

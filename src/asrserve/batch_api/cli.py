@@ -66,20 +66,25 @@ class Outcome:
     error: str | None = None
 
 
-def add_arguments(batch: argparse.ArgumentParser) -> None:
-    commands = batch.add_subparsers(dest="batch_command", required=True)
-    run_parser = commands.add_parser("run", help="transcribe every audio file of a folder")
-    run_parser.add_argument("dir", type=Path, help="folder of audio files (not recursive)")
-    run_parser.add_argument("--format", default="txt", choices=list(RESPONSE_FORMATS))
-    run_parser.add_argument(
+def add_task_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--task`` and ``--language``, as ``transcribe`` and ``batch run`` both take them."""
+    parser.add_argument(
         "--task",
         default="transcribe",
         choices=["transcribe", "translate"],
         help="translate: into English (a multilingual model only)",
     )
-    run_parser.add_argument(
+    parser.add_argument(
         "--language", help="the spoken language, an ISO-639-1 code (default: detected)"
     )
+
+
+def add_arguments(batch: argparse.ArgumentParser) -> None:
+    commands = batch.add_subparsers(dest="batch_command", required=True)
+    run_parser = commands.add_parser("run", help="transcribe every audio file of a folder")
+    run_parser.add_argument("dir", type=Path, help="folder of audio files (not recursive)")
+    run_parser.add_argument("--format", default="txt", choices=list(RESPONSE_FORMATS))
+    add_task_arguments(run_parser)
     run_parser.add_argument("--url", help="a running server (default: start a private one)")
     run_parser.add_argument("--out", type=Path, help="write transcripts here (default: DIR)")
     run_parser.add_argument(
