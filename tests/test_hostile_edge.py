@@ -13,7 +13,6 @@ import contextlib
 import os
 import re
 import select
-import socket
 import stat
 from collections.abc import Iterator
 
@@ -22,7 +21,7 @@ import pytest
 
 from asrserve.corpus import Clip
 from tests.support.keys import auth, new_key
-from tests.support.raw_http import BOUNDARY, multipart_head, read_response
+from tests.support.raw_http import raw_upload, read_response
 from tests.support.servers import Server
 from tests.support.wait import wait_until
 
@@ -86,21 +85,6 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServer
 @pytest.fixture(scope="module")
 def short(corpus: list[Clip]) -> Clip:
     return min(corpus, key=lambda clip: clip.duration)
-
-
-def raw_upload(
-    port: int, path: str, *, headers: str = "", declared: int = 200_000, body: bytes = b""
-) -> socket.socket:
-    """A raw client that starts a multipart upload of ``declared`` bytes and sends only the
-    part's head and ``body``."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}"
-        f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
-        f"Content-Length: {declared}\r\n\r\n"
-    ).encode()
-    sock.sendall(head + multipart_head() + body)
-    return sock
 
 
 def label_values(metrics: str, label: str) -> set[str]:

@@ -27,7 +27,7 @@ from tests.support.faults import (
     upload_files,
 )
 from tests.support.payloads import by_name
-from tests.support.raw_http import BOUNDARY, multipart_head, read_response
+from tests.support.raw_http import raw_upload, read_response
 from tests.support.servers import Server
 from tests.support.wait import wait_until
 
@@ -36,14 +36,7 @@ slow = pytest.mark.slow
 
 def open_upload(port: int, path: str, declared: int = 200_000, sent: int = 4096) -> socket.socket:
     """A raw client that starts an upload of ``declared`` bytes and stops after ``sent``."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
-        f"Content-Length: {declared}\r\n\r\n"
-    ).encode()
-    sock.sendall(head + multipart_head() + bytes(sent))
-    return sock
+    return raw_upload(port, path, declared=declared, body=bytes(sent))
 
 
 def trickle(sock: socket.socket, every: float) -> tuple[int, dict[str, str], dict[str, Any], bool]:

@@ -21,6 +21,21 @@ def multipart_head(filename: str = "stalled.wav") -> bytes:
     ).encode()
 
 
+def raw_upload(
+    port: int, path: str, *, headers: str = "", declared: int = 200_000, body: bytes = b""
+) -> socket.socket:
+    """A raw client that starts a multipart upload of ``declared`` bytes and sends only the
+    part's head and ``body``."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}"
+        f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+        f"Content-Length: {declared}\r\n\r\n"
+    ).encode()
+    sock.sendall(head + multipart_head() + body)
+    return sock
+
+
 def read_response(sock: socket.socket) -> tuple[int, dict[str, str], dict[str, Any], bool]:
     """Status, headers and JSON body of the one response; and whether the server closed."""
     data = b""
