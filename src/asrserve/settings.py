@@ -10,7 +10,7 @@ import os
 import warnings
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -167,8 +167,16 @@ class Settings(BaseSettings):
     device: str = Field("cpu", pattern="^(cpu|cuda|auto)$")
     device_index: Annotated[tuple[int, ...], NoDecode] = (0,)
     compute_type: str = Field("default", description="int8 on CPU, float16 on CUDA by default.")
-    cpu_threads: int = Field(0, ge=0, description="Threads per CPU replica; 0 = all cores.")
-    cpu_replicas: int = Field(1, ge=1, description="Model replicas on the CPU.")
+    cpu_threads: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        "auto",
+        description="Threads per CPU replica; auto (or 0): the cores shared out between the"
+        " replicas (docs/benchmarks.md, the layout).",
+    )
+    cpu_replicas: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto",
+        description="Model replicas on the CPU (batches run at once; they share one copy of"
+        " the weights); auto: one per core, one thread each, up to 8.",
+    )
     beam_size: int = Field(5, ge=1, le=20)
     model_idle_s: float = Field(
         0.0,
@@ -196,6 +204,20 @@ class Settings(BaseSettings):
         200.0,
         ge=0,
         description="Batch API work starts on a device only after online work was quiet this long.",
+    )
+    fill_wait_share: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="An idle replica may wait this share of a batch's predicted time for a"
+        " fuller batch while other replicas compute (greedy; 0: never).",
+    )
+    offline_ride_share: float = Field(
+        0.10,
+        ge=0,
+        le=1,
+        description="Batch API chunks ride in an interactive batch while they add less than"
+        " this share to its predicted time (0: never).",
     )
     batch_api_prefetch_jobs: int = Field(
         16, ge=1, description="Batch API items in flight; their own budget, never online slots."

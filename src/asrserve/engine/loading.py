@@ -9,11 +9,11 @@ Everything CTranslate2-specific about loading lives here, not in the node wiring
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from asrserve.engine.base import Engine, ModelInfo
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.layout import Layout, cpu_layout, usable_cores
 from asrserve.engine.sources import ModelSource, resolve_models
 from asrserve.engine.whisper import EngineConfig, FasterWhisperEngine
 from asrserve.settings import Settings
@@ -55,25 +55,44 @@ def resolve_device(settings: Settings) -> str:
     return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
 
 
+def layout(settings: Settings) -> Layout:
+    """Replicas × threads per replica on the CPU (``auto``: from the usable cores); on
+    CUDA, a replica per device index."""
+    if resolve_device(settings) == "cuda":
+        return Layout(len(settings.device_index), 0, "cuda: a replica per device")
+    return cpu_layout(settings.cpu_replicas, settings.cpu_threads, usable_cores())
+
+
 def load(settings: Settings) -> list[dict[str, Engine]]:
-    """Per device (each CUDA device index, or each of ``cpu_replicas`` shares of the cores),
-    a replica of every served model, by model id (the default model's first)."""
+    """Per device (each CUDA device index, or each CPU replica: a share of the cores), a
+    replica of every served model, by model id (the default model's first). The CPU
+    replicas of a model share one copy of its weights."""
     sources = resolve_models(settings)
     device = resolve_device(settings)
     compute = settings.compute_type
     if compute == "default":
         compute = "float16" if device == "cuda" else "int8"
     if device == "cuda":
-        slots = [(index, 0) for index in settings.device_index]
+        per_model = {
+            source.id: [
+                engine
+                for index in settings.device_index
+                for engine in FasterWhisperEngine.replicas(
+                    EngineConfig(source.path, source.id, device, index, compute, 0)
+                )
+            ]
+            for source in sources
+        }
+        count = len(settings.device_index)
     else:
-        threads = settings.cpu_threads or max(1, (os.cpu_count() or 1) // settings.cpu_replicas)
-        slots = [(0, threads)] * settings.cpu_replicas
-    return [
-        {
-            source.id: FasterWhisperEngine(
-                EngineConfig(source.path, source.id, device, index, compute, threads)
+        shape = cpu_layout(settings.cpu_replicas, settings.cpu_threads, usable_cores())
+        per_model = {
+            source.id: FasterWhisperEngine.replicas(
+                EngineConfig(
+                    source.path, source.id, device, 0, compute, shape.threads, shape.replicas
+                )
             )
             for source in sources
         }
-        for index, threads in slots
-    ]
+        count = shape.replicas
+    return [{model: engines[slot] for model, engines in per_model.items()} for slot in range(count)]

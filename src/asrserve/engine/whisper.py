@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,36 +61,81 @@ class EngineConfig:
     device_index: int
     compute_type: str
     cpu_threads: int
+    workers: int = 1  # batches CTranslate2 runs at once on these weights (replicas sharing them)
 
 
-class FasterWhisperEngine(Engine):
+class SharedWeights:
+    """One loaded copy of a model that several replicas run on at once: CTranslate2's
+    ``inter_threads`` workers share the weights of a model on one device. The weights stay
+    in memory while any replica holds them; the last replica to let go (idle) releases
+    them, and the first to need them again loads them."""
+
     def __init__(self, config: EngineConfig) -> None:
         from faster_whisper import WhisperModel
 
-        from asrserve.engine.pipeline import PromptedPipeline
-
         check_model_dir(config.model_path)
-        self.config = config
-        self.model_id = config.model_id
-        self._model = WhisperModel(
+        self.model = WhisperModel(
             str(config.model_path),
             device=config.device,
             device_index=config.device_index,
             compute_type=config.compute_type,
             cpu_threads=config.cpu_threads,
+            num_workers=config.workers,
             local_files_only=True,
         )
-        self._pipeline = PromptedPipeline(self._model)
-        self.multilingual = bool(self._model.model.is_multilingual)
-        self.weights_bytes = (config.model_path / "model.bin").stat().st_size
+        self._holders: set[int] = set()
+        self._lock = threading.Lock()
         log.info(
-            "loaded model %s from %s on %s:%d (%s)",
+            "loaded model %s from %s on %s:%d (%s, %d thread(s) × %d worker(s))",
             config.model_id,
             config.model_path,
             config.device,
             config.device_index,
             config.compute_type,
+            config.cpu_threads,
+            config.workers,
         )
+
+    def hold(self, holder: object) -> None:
+        with self._lock:
+            self._holders.add(id(holder))
+            if not self.model.model.model_is_loaded:
+                self.model.model.load_model()
+
+    def let_go(self, holder: object) -> None:
+        with self._lock:
+            self._holders.discard(id(holder))
+            if not self._holders and self.model.model.model_is_loaded:
+                self.model.model.unload_model()
+
+    def held_by(self, holder: object) -> bool:
+        return id(holder) in self._holders
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self.model.model.model_is_loaded)
+
+
+class FasterWhisperEngine(Engine):
+    """One replica: its own decoding state, on weights it may share with other replicas."""
+
+    def __init__(self, config: EngineConfig, weights: SharedWeights | None = None) -> None:
+        from asrserve.engine.pipeline import PromptedPipeline
+
+        self.config = config
+        self.model_id = config.model_id
+        self.weights = weights or SharedWeights(config)
+        self.weights.hold(self)
+        self._model = self.weights.model
+        self._pipeline = PromptedPipeline(self._model)
+        self.multilingual = bool(self._model.model.is_multilingual)
+        self.weights_bytes = (config.model_path / "model.bin").stat().st_size
+
+    @classmethod
+    def replicas(cls, config: EngineConfig) -> list[FasterWhisperEngine]:
+        """``config.workers`` replicas on one shared copy of the weights."""
+        weights = SharedWeights(config)
+        return [cls(config, weights) for _ in range(config.workers)]
 
     def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:
         from faster_whisper.audio import pad_or_trim
@@ -152,10 +198,10 @@ class FasterWhisperEngine(Engine):
 
     @property
     def loaded(self) -> bool:
-        return bool(self._model.model.model_is_loaded)
+        return self.weights.held_by(self)
 
     def unload(self) -> None:
-        self._model.model.unload_model()
+        self.weights.let_go(self)
         log.info(
             "released model %s on %s:%d",
             self.model_id,
@@ -164,7 +210,7 @@ class FasterWhisperEngine(Engine):
         )
 
     def load(self) -> None:
-        self._model.model.load_model()
+        self.weights.hold(self)
         log.info(
             "reloaded model %s on %s:%d",
             self.model_id,
@@ -173,8 +219,14 @@ class FasterWhisperEngine(Engine):
         )
 
     def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:
+        """faster-whisper's sequential path, decoding with the batched path's choices where
+        the two differ only by choice (``_decode_setup``): windows not conditioned on the
+        text before them, and no initial-timestamp constraint. So ``none`` against a
+        batching policy compares the batching, not the decoding options."""
         segments, info = self._model.transcribe(
             audio,
+            condition_on_previous_text=False,
+            max_initial_timestamp=0.0,
             language=options.language or ("en" if not self.multilingual else None),
             task=options.task.value,
             beam_size=options.beam_size,

@@ -1,0 +1,54 @@
+"""How the CPU cores are shared out between replicas, and replicas sharing weights."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+
+from asrserve.engine import loading
+from asrserve.engine.layout import MAX_AUTO_REPLICAS, Layout, cpu_layout
+from asrserve.engine.whisper import FasterWhisperEngine
+from asrserve.settings import Settings
+
+
+@pytest.mark.parametrize(
+    ("cores", "replicas", "threads"), [(1, 1, 1), (2, 2, 1), (8, 8, 1), (16, 8, 2), (12, 8, 1)]
+)
+def test_auto_gives_a_replica_per_core_up_to_the_cap(
+    cores: int, replicas: int, threads: int
+) -> None:
+    layout = cpu_layout("auto", "auto", cores)
+    assert (layout.replicas, layout.threads) == (replicas, threads)
+    assert layout.replicas <= MAX_AUTO_REPLICAS
+
+
+def test_settings_win_and_auto_fills_the_rest() -> None:
+    assert cpu_layout(3, 2, 16) == Layout(3, 2, "settings")
+    assert (cpu_layout(1, "auto", 4).replicas, cpu_layout(1, "auto", 4).threads) == (1, 4)
+    assert (cpu_layout(2, 0, 4).replicas, cpu_layout(2, 0, 4).threads) == (2, 2)
+    assert (cpu_layout("auto", 2, 8).replicas, cpu_layout("auto", 2, 8).threads) == (4, 2)
+    assert (cpu_layout("auto", 4, 2).replicas, cpu_layout("auto", 4, 2).threads) == (1, 4)
+
+
+def test_the_environment_takes_auto_or_a_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASRSERVE_CPU_REPLICAS", "3")
+    monkeypatch.setenv("ASRSERVE_CPU_THREADS", "auto")
+    settings = Settings()
+    assert (settings.cpu_replicas, settings.cpu_threads) == (3, "auto")
+
+
+def test_cpu_replicas_share_one_copy_of_the_weights() -> None:
+    """Two replicas of tiny.en: one set of weights, held while either replica holds it."""
+    first, second = (
+        cast(FasterWhisperEngine, engines["tiny.en"])
+        for engines in loading.load(Settings(cpu_replicas=2, cpu_threads=1))
+    )
+    weights = first.weights
+    assert second.weights is weights
+    first.unload()
+    assert (first.loaded, second.loaded, weights.loaded) == (False, True, True)
+    second.unload()
+    assert weights.loaded is False
+    first.load()
+    assert (first.loaded, second.loaded, weights.loaded) == (True, False, True)
