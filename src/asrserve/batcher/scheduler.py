@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from asrserve.batcher.clock import Clock, MonotonicClock
+from asrserve.batcher.cost import MeasuredCost
 from asrserve.batcher.policies import PolicyConfig, get_policy
+from asrserve.batcher.policies.fill import FILL_SHARE, RIDE_SHARE, ArrivalRate, Load
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
 from asrserve.engine.base import (
     CHUNK_SECONDS,
@@ -67,6 +69,8 @@ class SchedulerConfig:
     # A model's replica on a device that has run no batch for ``model_idle`` s releases
     # its weights, and loads them again for the next batch (0: never).
     model_idle: float = 0.0
+    fill_share: float = FILL_SHARE  # see PolicyConfig
+    ride_share: float = RIDE_SHARE
 
     def policy_config(self) -> PolicyConfig:
         return PolicyConfig(
@@ -75,6 +79,8 @@ class SchedulerConfig:
             max_age=self.max_age,
             offline_from=self.offline_priority,
             offline_holdoff=self.offline_holdoff,
+            fill_share=self.fill_share,
+            ride_share=self.ride_share,
         )
 
 
@@ -181,6 +187,9 @@ class Scheduler:
         self.policy = get_policy(config.policy, config.policy_config())
         self._online_seen = -math.inf  # when online work last arrived or last ran
         self._started = 0.0  # when run() started: idle time counts from there
+        self._busy = 0  # devices computing a batch now
+        self._arrivals = ArrivalRate()
+        self.cost = MeasuredCost()  # of transcription batches, fitted as they run
 
     # --- producers ------------------------------------------------------------------
     def submit_chunks(
@@ -239,6 +248,7 @@ class Scheduler:
             deadline=deadline,
         )
         self._pending.append(item)
+        self._arrivals.arrived(item.key, item.enqueued_at)
         if self.policy.is_online(item):
             self._online_seen = item.enqueued_at
         self.stats.queued(item.priority, item.duration, +1)
@@ -261,18 +271,24 @@ class Scheduler:
 
     async def _device_loop(self, device: Device) -> None:
         while True:
-            batch = await self.next_batch()
-            await self._execute(device, batch)
+            batch = await self.next_batch(self.clock.now())
+            self._busy += 1
+            try:
+                await self._execute(device, batch)
+            finally:
+                self._busy -= 1
 
-    async def next_batch(self) -> list[WorkItem]:
-        """Wait for work the policy is willing to dispatch, then take it from pending."""
+    async def next_batch(self, idle_since: float = -math.inf) -> list[WorkItem]:
+        """Wait for work the policy is willing to dispatch, then take it from pending
+        (for a device idle since ``idle_since``)."""
         while True:
             self._arrival.clear()
             self._drop_dead()
             if not self._pending:
                 await self._arrival.wait()
                 continue
-            batch = self.policy.dispatch(self._pending, self.clock.now(), self._online_seen)
+            load = Load(self._busy, idle_since, self._arrivals, self.cost)
+            batch = self.policy.dispatch(self._pending, self.clock.now(), self._online_seen, load)
             if not isinstance(batch, list):  # not yet: look again then, or on an arrival
                 await self.clock.wait(self._arrival, batch)
                 continue
@@ -329,6 +345,8 @@ class Scheduler:
         finished = self.clock.now()
         if any(self.policy.is_online(item) for item in batch):
             self._online_seen = finished
+        if self.policy.is_online(batch[0]):
+            self.stats.riders += sum(not self.policy.is_online(item) for item in batch)
         # Items are stacked padded to the widest window in the batch.
         window = max(item.window for item in batch)
         real = sum(min(item.frames[1], window) for item in batch)
@@ -343,6 +361,8 @@ class Scheduler:
             total_frames=window * len(batch),
         )
         self.stats.record(record)
+        if batch[0].chunk is not None and batch[0].options.task is not Task.DETECT:
+            self.cost.observe(record.size, record.audio_seconds, record.compute)
         log.info(
             "batch",
             extra={

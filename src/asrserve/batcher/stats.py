@@ -30,6 +30,7 @@ class SchedulerStats:
     batches: int = 0
     items: int = 0
     dropped: int = 0
+    riders: int = 0  # offline chunks that rode in an online batch
     audio_seconds: float = 0.0
     queued_items: Counter[int] = field(default_factory=Counter)
     queued_seconds: defaultdict[int, float] = field(default_factory=lambda: defaultdict(float))
@@ -71,6 +72,7 @@ class SchedulerStats:
             "batches": self.batches,
             "items": self.items,
             "dropped": self.dropped,
+            "offline_riders": self.riders,
             "mean_batch_size": self.items / self.batches if self.batches else 0.0,
             "mean_queue_wait_s": self.wait_seconds_total / self.items if self.items else 0.0,
             "audio_seconds": round(self.audio_seconds, 3),

@@ -1,15 +1,5 @@
-"""The device latency model, fitted by non-negative least squares on recorded batches.
-
-One batch of ``n`` chunks holding ``s`` seconds of audio takes
-
-    latency(n, s) = a·n + b·s + e·(s / n) + c          (seconds)
-
-``a`` is a per-chunk cost, ``b`` the cost of each second of audio in the batch (the work
-that batching shares out: encoder frames, the batched part of decoding), ``e`` the cost per
-second of the *mean chunk* (beam-search steps follow the length of a transcript, and a
-batch takes as many steps as its chunks need, whatever ``n``), ``c`` a fixed cost per
-call. All four are kept ≥ 0, so the model never predicts a batch getting cheaper as it
-grows. The ``none`` policy runs whole files through the plain path, one at a time:
+"""The device latency model of a recording: the batch cost (``batcher/cost.py``), fitted
+on the recorded batches. The ``none`` policy runs whole files through the plain path, one at a time:
 ``latency(s) = b₁·s + c₁``, fitted on the size-1 batches of the recording (else the
 batched model at n = 1). Each request also spends ``o₀ + o₁·duration`` outside the
 device queue (claim, decode, VAD, features): see :func:`fit_overhead`.
@@ -18,66 +8,16 @@ device queue (claim, decode, VAD, features): see :func:`fit_overhead`.
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-MIN_ROWS = 3  # fewer batches than this cannot pin the coefficients down
+from asrserve.batcher.cost import MIN_ROWS, LatencyModel, fit_batch_cost, nnls
+
+__all__ = ["MIN_ROWS", "LatencyModel", "fit", "fit_overhead"]
+
 Row = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class LatencyModel:
-    a: float  # s per chunk
-    b: float  # s per audio second in the batch
-    c: float  # s per call
-    whole_b: float  # ``none``: s per audio second of a whole file
-    whole_c: float  # ``none``: s per call
-    e: float = 0.0  # s per second of the batch's mean chunk length
-    overhead: float = 0.0  # s per request outside the device queue...
-    overhead_per_s: float = 0.0  # ...plus this per audio second
-    batches: int = 0  # recorded batches the fit used
-    whole_batches: int = 0
-
-    def batch(self, size: int, audio_seconds: float) -> float:
-        return self.a * size + self.b * audio_seconds + self.e * audio_seconds / size + self.c
-
-    def whole(self, audio_seconds: float) -> float:
-        return self.whole_b * audio_seconds + self.whole_c
-
-    def pre(self, duration: float) -> float:
-        return self.overhead + self.overhead_per_s * duration
-
-    def describe(self) -> str:
-        ms = 1000
-        return (
-            f"batch latency = {self.a * ms:.1f} ms × chunks + {self.b * ms:.1f} ms × audio s"
-            f" + {self.e * ms:.1f} ms × mean chunk s + {self.c * ms:.1f} ms"
-            f" ({self.batches} batches); none: {self.whole_b * ms:.1f} ms × audio s"
-            f" + {self.whole_c * ms:.1f} ms ({self.whole_batches} batches); overhead"
-            f" {self.overhead * ms:.0f} ms + {self.overhead_per_s * ms:.1f} ms × audio s"
-        )
-
-
-def nnls(design: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Non-negative least squares for a handful of columns: the best of the plain
-    least-squares fits over every subset of columns whose coefficients are all ≥ 0."""
-    best, best_error = np.zeros(design.shape[1]), float(np.sum(target**2))
-    columns = range(design.shape[1])
-    for k in range(1, design.shape[1] + 1):
-        for subset in itertools.combinations(columns, k):
-            coef = np.linalg.lstsq(design[:, subset], target, rcond=None)[0]
-            if (coef < 0).any():
-                continue
-            full = np.zeros(design.shape[1])
-            full[list(subset)] = coef
-            error = float(np.sum((design @ full - target) ** 2))
-            if error < best_error:
-                best, best_error = full, error
-    return best
 
 
 def fit(batches: Sequence[Row], arrivals: Sequence[Row] = ()) -> LatencyModel:
@@ -87,8 +27,7 @@ def fit(batches: Sequence[Row], arrivals: Sequence[Row] = ()) -> LatencyModel:
     size = np.array([float(row["size"]) for row in batches])
     audio = np.array([float(row["audio_seconds"]) for row in batches])
     compute = np.array([float(row["compute"]) for row in batches])
-    design = np.column_stack([size, audio, audio / size, np.ones_like(size)])
-    a, b, e, c = (float(x) for x in nnls(design, compute))
+    a, b, e, c = fit_batch_cost(size, audio, compute)
     ones = size == 1
     whole_b, whole_c, whole_n = b + e, a + c, 0
     if int(ones.sum()) >= MIN_ROWS and float(np.ptp(audio[ones])) > 0:

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from asrserve.batcher.cost import MeasuredCost
 from asrserve.batcher.policies import PolicyConfig, get_policy, policy_class
+from asrserve.batcher.policies.fill import ArrivalRate, Load
 from asrserve.batcher.scheduler import WINDOW_FRAMES
 from asrserve.jobs.models import Priority
 from asrserve.tune.chunks import CHUNK_S, DEFAULT_WINDOWS, Item, chunk_durations, window_frames
@@ -148,6 +150,10 @@ class _Run:
         self.seq = itertools.count()
         self.online_seen = -math.inf  # when online work last arrived or last ran
         self.idle = list(range(service.devices))
+        self.idle_since = [0.0] * service.devices
+        self.arrivals = ArrivalRate()
+        self.cost = MeasuredCost()  # learnt from the batches as they finish, as the scheduler does
+        self.costs: dict[int, float] = {}  # device -> its running batch's time
         self.running: dict[int, list[Item]] = {}
         self.left = [0] * len(requests)
         self.finished = [0.0] * len(requests)
@@ -184,13 +190,18 @@ class _Run:
                 window = window_frames(piece, self.service.windows)
             item = Item(index, req.priority, piece, window, next(self.seq), now)
             self.pending.append(item)
+            self.arrivals.arrived(item.key, now)
             if self.policy.is_online(item):
                 self.online_seen = now
 
     def done(self, now: float, device: int) -> None:
         self.idle.append(device)
+        self.idle_since[device] = now
         self.idle.sort()
         batch = self.running.pop(device)
+        if not self.policy.whole_files:
+            audio = sum(item.duration for item in batch)
+            self.cost.observe(len(batch), audio, self.costs[device])
         if any(self.policy.is_online(item) for item in batch):
             self.online_seen = now
         for item in batch:
@@ -202,7 +213,8 @@ class _Run:
     def dispatch(self, now: float) -> None:
         """Give idle devices their next batch, as their device loops would ask for it."""
         while self.idle and self.pending:
-            batch = self.policy.dispatch(self.pending, now, self.online_seen)
+            load = Load(len(self.running), self.idle_since[self.idle[0]], self.arrivals, self.cost)
+            batch = self.policy.dispatch(self.pending, now, self.online_seen, load)
             if not isinstance(batch, list):  # look again then (or on the next event)
                 if batch < self.timer_at:
                     self.timer_at = batch
@@ -215,6 +227,7 @@ class _Run:
             whole = self.policy.whole_files
             cost = self.model.whole(audio) if whole else self.model.batch(len(batch), audio)
             self.running[device] = batch
+            self.costs[device] = cost
             self.batch_sizes.append(len(batch))
             if self.on_batch is not None:
                 self.on_batch(now, batch)

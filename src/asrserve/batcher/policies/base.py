@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
+from asrserve.batcher.policies.fill import FILL_SHARE, IDLE, RIDE_SHARE, Load, fill_wait, riders
 from asrserve.batcher.policies.selection import Pending, Selection, select_batch
 
 T = TypeVar("T", bound=Pending)
@@ -29,6 +30,11 @@ class PolicyConfig:
     # usually already on its way, and would otherwise wait out that batch).
     offline_from: int | None = None
     offline_holdoff: float = 0.0
+    # Filling (``fill.py``): an idle device waits at most ``fill_share`` of a batch's own
+    # predicted time for a fuller batch; offline riders may add ``ride_share`` to an online
+    # batch's time (0 turns either off).
+    fill_share: float = FILL_SHARE
+    ride_share: float = RIDE_SHARE
 
 
 class Policy(ABC):
@@ -37,6 +43,7 @@ class Policy(ABC):
     name: ClassVar[str]
     whole_files: ClassVar[bool] = False  # True: whole files through the engine's plain path
     uses_max_wait: ClassVar[bool] = False  # True: ``max_wait`` changes what it does
+    fills: ClassVar[bool] = False  # True: an idle device may wait for a fuller batch (fill.py)
 
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config
@@ -55,15 +62,43 @@ class Policy(ABC):
         """The items of the next batch (``pending`` stays untouched)."""
         return select_batch(pending, now, self.selection)
 
-    def dispatch(self, pending: Sequence[T], now: float, online_seen: float) -> list[T] | float:
+    def dispatch(
+        self, pending: Sequence[T], now: float, online_seen: float, load: Load = IDLE
+    ) -> list[T] | float:
         """The batch to start now, or the clock time to look again (sooner if an item
-        arrives). ``online_seen``: when online work last arrived or last finished."""
+        arrives). ``online_seen``: when online work last arrived or last finished;
+        ``load``: the other devices, the recent arrivals and the batch cost."""
         wait = self.ready(pending, now)
         if wait is not None:
             return wait
         batch = self.select(pending, now)
-        hold = self.hold_until(batch[0], online_seen)
-        return batch if now >= hold else hold
+        hold = max(self.hold_until(batch[0], online_seen), self.fill_until(batch, now, load))
+        if now < hold:
+            return hold
+        return [*batch, *self.riders(batch, pending, load)]
+
+    def riders(self, batch: Sequence[T], pending: Sequence[T], load: Load) -> list[T]:
+        """Offline chunks of the same key that ride in an online ``batch`` with room."""
+        head = batch[0]
+        if self.whole_files or not self.is_online(head) or len(batch) >= self.max_batch_size:
+            return []
+        offline = sorted(
+            (item for item in pending if item.key == head.key and not self.is_online(item)),
+            key=lambda item: (item.priority, item.seq),
+        )
+        return riders(batch, offline, self.max_batch_size, load.cost, self.config.ride_share)
+
+    def fill_until(self, batch: Sequence[T], now: float, load: Load) -> float:
+        """When a device may start ``batch`` rather than wait for a fuller one (policies
+        that fill; never for a batch whose head is overdue)."""
+        head = batch[0]
+        if not self.fills or now - head.enqueued_at >= self.config.max_age:
+            return -math.inf
+        audio = sum(item.duration for item in batch)
+        rate = load.arrivals.per_second(head.key, now)
+        limit, share = self.max_batch_size, self.config.fill_share
+        wait = fill_wait(len(batch), audio, limit, rate, load, share)
+        return load.idle_since + wait if wait > 0 else -math.inf
 
     def hold_until(self, head: Pending, online_seen: float) -> float:
         """When a batch headed by ``head`` may start: online work at once; offline work

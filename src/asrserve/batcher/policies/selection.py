@@ -5,8 +5,9 @@ Selection, in order of precedence:
 
 1. Aging: a chunk that has waited longer than ``max_age`` heads the batch, whatever its
    class, so nothing waits without bound. Offline work (classes from ``offline_from``) is
-   exempt: it fills idle capacity and never pushes ahead of online requests. Nor does it
-   ride in an online batch, which would make that batch slower.
+   exempt: it fills idle capacity and never pushes ahead of online requests. Nor is it
+   selected into an online batch; it may only ride in one afterwards, within the small
+   time budget of ``fill.riders``.
 2. Priority class: interactive before async jobs before offline batch work.
 3. Fairness across jobs: a job's k-th pending chunk ranks after every other job's
    (k-1)-th, so one two-hour file cannot starve a five-second clip.

@@ -1,0 +1,140 @@
+"""Keeping batches full: an idle device's wait for a fuller batch, offline riders, and the
+batch cost and arrival rate they are decided on."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+
+from asrserve.batcher.cost import REFIT_EVERY, LatencyModel, MeasuredCost
+from asrserve.batcher.policies import PolicyConfig, get_policy
+from asrserve.batcher.policies.fill import (
+    FILL_SHARE,
+    RATE_HORIZON_S,
+    ArrivalRate,
+    Load,
+    fill_wait,
+    riders,
+)
+
+# A device whose batches cost mostly a fixed 1 s per call: batching pays.
+FIXED = LatencyModel(a=0.01, b=0.0, c=1.0, whole_b=0.0, whole_c=1.0)
+# One whose batches cost 0.5 s per chunk and nothing per call: batching gains nothing.
+PER_CHUNK = LatencyModel(a=0.5, b=0.0, c=0.0, whole_b=0.0, whole_c=0.0)
+
+
+@dataclass(frozen=True)
+class Item:
+    job_id: str
+    seq: int
+    priority: int = 0
+    duration: float = 5.0
+    enqueued_at: float = 0.0
+    key: str = "k"
+    window: int = 500
+
+
+def steady(rate: float, until: float, key: str = "k") -> ArrivalRate:
+    """Arrivals of ``key`` every 1/rate s up to ``until``."""
+    arrivals = ArrivalRate()
+    for i in range(int(rate * until) + 1):
+        arrivals.arrived(key, i / rate)
+    return arrivals
+
+
+def test_a_device_never_waits_when_no_other_device_is_busy() -> None:
+    load = Load(busy=0, idle_since=10.0, arrivals=steady(20, 10), cost=FIXED)
+    assert fill_wait(1, 5.0, 16, 20.0, load) == 0.0
+
+
+def test_a_device_waits_for_arrivals_when_others_are_busy_and_calls_cost_much() -> None:
+    load = Load(busy=1, idle_since=10.0, arrivals=steady(20, 10), cost=FIXED)
+    wait = fill_wait(1, 5.0, 16, 20.0, load)
+    assert 0 < wait <= FILL_SHARE * FIXED.batch(1, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("cost", "rate"), [(PER_CHUNK, 20.0), (FIXED, 0.0), (MeasuredCost(), 20.0)]
+)
+def test_no_wait_when_it_gains_nothing_or_nothing_is_known(
+    cost: LatencyModel | MeasuredCost, rate: float
+) -> None:
+    load = Load(busy=1, idle_since=10.0, cost=cost)
+    assert fill_wait(1, 5.0, 16, rate, load) == 0.0
+
+
+def test_a_full_batch_never_waits() -> None:
+    load = Load(busy=1, idle_since=10.0, cost=FIXED)
+    assert fill_wait(16, 80.0, 16, 20.0, load) == 0.0
+
+
+def test_greedy_holds_a_small_batch_while_another_device_computes() -> None:
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16))
+    pending = [Item("a", 0, enqueued_at=10.0)]
+    arrivals = steady(20, 10)
+    busy = greedy.dispatch(pending, 10.0, -math.inf, Load(1, 10.0, arrivals, FIXED))
+    expected = 10.0 + fill_wait(
+        1, 5.0, 16, arrivals.per_second("k", 10.0), Load(1, 10.0, arrivals, FIXED)
+    )
+    assert busy == expected
+    assert greedy.dispatch(pending, 10.0, -math.inf, Load(0, 10.0, arrivals, FIXED)) == pending
+    assert greedy.dispatch(pending, expected, -math.inf, Load(1, 10.0, arrivals, FIXED)) == pending
+
+
+def test_an_overdue_chunk_never_waits_for_company() -> None:
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16, max_age=30.0))
+    pending = [Item("a", 0, enqueued_at=0.0)]
+    load = Load(1, 40.0, steady(20, 40), FIXED)
+    assert greedy.dispatch(pending, 40.0, -math.inf, load) == pending
+
+
+def test_the_window_policy_does_not_fill() -> None:
+    window = get_policy("window", PolicyConfig(max_batch_size=16, max_wait=0.0))
+    pending = [Item("a", 0, enqueued_at=10.0)]
+    assert (
+        window.dispatch(pending, 10.0, -math.inf, Load(1, 10.0, steady(20, 10), FIXED)) == pending
+    )
+
+
+def test_offline_chunks_ride_while_they_add_under_a_tenth() -> None:
+    online = [Item("o", 0)]
+    offline = [Item(f"b{i}", i + 1, priority=2) for i in range(20)]
+    # FIXED: 1.01 s for one chunk; each rider adds 0.01 s, so ten fit under 1.111 s.
+    assert riders(online, offline, 16, FIXED) == offline[:10]
+    assert riders(online, offline, 4, FIXED) == offline[:3]
+    assert riders(online, offline, 16, PER_CHUNK) == []
+    assert riders(online, offline, 16, MeasuredCost()) == []
+
+
+def test_dispatch_adds_riders_of_the_same_key_to_an_online_batch() -> None:
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16, offline_from=2))
+    online = Item("o", 0)
+    same = [Item(f"b{i}", i + 1, priority=2) for i in range(2)]
+    other = Item("x", 3, priority=2, key="other")
+    batch = greedy.dispatch([online, *same, other], 0.0, -math.inf, Load(cost=FIXED))
+    assert batch == [online, *same]
+
+
+def test_the_measured_cost_predicts_nothing_until_fitted_then_the_batches_cost() -> None:
+    cost = MeasuredCost()
+    for i in range(REFIT_EVERY - 1):
+        size = 1 + i % 4
+        cost.observe(size, 5.0 * size, 0.2 * size + 1.0)
+    assert cost.batch(2, 10.0) == 0.0
+    cost.observe(2, 10.0, 1.4)
+    assert cost.batch(8, 40.0) == pytest.approx(0.2 * 8 + 1.0)
+
+
+def test_the_arrival_rate_counts_only_recent_arrivals() -> None:
+    arrivals = steady(10, 1.0)  # 11 arrivals from 0 to 1 s
+    assert arrivals.per_second("k", 1.0) == pytest.approx(10.0)
+    assert arrivals.per_second("k", 1.0 + RATE_HORIZON_S + 0.5) == 0.0
+    assert arrivals.per_second("other", 1.0) == 0.0
+
+
+def test_a_share_of_zero_turns_filling_and_riding_off() -> None:
+    load = Load(busy=1, idle_since=10.0, cost=FIXED)
+    assert fill_wait(1, 5.0, 16, 20.0, load, share=0.0) == 0.0
+    assert riders([Item("o", 0)], [Item("b", 1, priority=2)], 16, FIXED, share=0.0) == []
