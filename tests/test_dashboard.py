@@ -20,6 +20,7 @@ from playwright.sync_api import Browser, ConsoleMessage, FilePayload, Page, sync
 
 from asrserve.api.dashboard.routes import RECENT_JOBS, percentile
 from asrserve.corpus import Clip
+from asrserve.engine.layout import cpu_layout, usable_cores
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.slow
@@ -116,6 +117,8 @@ def test_stats_and_assets(server: Server) -> None:
     assert before <= stats["now"] <= after and wall_before <= stats["time"] <= wall_after
     assert (stats["ready"], stats["model"]) == (True, "tiny.en")
     assert not [job for job in listed if job["status"] in ("queued", "running")], "not idle"
+    # no layout flags: the auto layout of this machine's cores, shown as chosen
+    assert scheduler["layout"] == cpu_layout("auto", "auto", usable_cores()).as_dict()
     sched = stats["scheduler"]
     for key in ("audio_seconds", "batch_sizes", "queued_items", "device_busy_seconds"):
         assert sched[key] == scheduler[key], key  # the scheduler's own view, idle between
@@ -151,6 +154,8 @@ def test_dashboard_live(server: Server, corpus: list[Clip], browser: Browser) ->
             timeout=WAIT_MS,
         )
         assert page.locator("#batch-chart rect.bar").count() >= 1
+        layout = cpu_layout("auto", "auto", usable_cores())
+        assert page.inner_text("#layout") == f"{layout.replicas} × {layout.threads}"
         assert page.locator("#queue .row").count() == 3
         assert re.search(r"\d", page.inner_text("#latency-p50"))
         names = {clip.path.name for clip in clips}

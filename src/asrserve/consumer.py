@@ -26,6 +26,7 @@ from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.errors import AsrError
 from asrserve.events import Finished
 from asrserve.jobs.models import Job, JobError, Priority
+from asrserve.preprocess_stats import PreprocessStats
 from asrserve.queue.base import Delivery
 from asrserve.settings import Settings
 from asrserve.transcriber import Transcriber
@@ -53,6 +54,8 @@ class Lane:
     # holds what keeps its devices busy and no more: the rest stays in the shared queue
     # for other nodes. None: claim up to ``capacity`` (embedded: no one else to leave it to).
     ahead: int | None = None
+    # What the pool's threads spent per job (a lane built without one measures into its own).
+    stats: PreprocessStats = field(default_factory=lambda: PreprocessStats(1))
     in_flight: int = 0
     unsubmitted: set[str] = field(default_factory=set)  # claimed, chunks not yet submitted
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # a job ended, chunks left
@@ -228,7 +231,7 @@ class Consumer:
                 if started is None:
                     await self.durably("ack", lambda: self._queue.ack(delivery))
                     return
-                result = await self._run(started, lane.preprocess)
+                result = await self._run(started, lane)
                 outcome = await self.durably("store", lambda: self._store_result(job.id, result))
         except asyncio.CancelledError:
             await self._hand_back(delivery, attempt=job.attempts + 1)
@@ -265,10 +268,10 @@ class Consumer:
             return await self._store.fail(job_id, result)
         return await self._store.succeed(job_id, result)
 
-    async def _run(self, job: Job, preprocess: Executor) -> Transcript | JobError:
+    async def _run(self, job: Job, lane: Lane) -> Transcript | JobError:
         try:
             return await self._transcriber.transcribe(
-                job, preprocess, functools.partial(self._submitted, job.id)
+                job, lane.preprocess, functools.partial(self._submitted, job.id), lane.stats
             )
         except AsrError as exc:  # the audio, the owner's quota
             error = JobError.of(exc)

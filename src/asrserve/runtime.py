@@ -23,9 +23,10 @@ from asrserve.consumer import Consumer, Lane
 from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.engine.base import Engine, ModelInfo
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.loading import resolve_device
+from asrserve.engine.loading import layout, resolve_device
 from asrserve.jobs.models import Job, Priority
 from asrserve.metrics import Metrics
+from asrserve.preprocess_stats import PreprocessStats, bound
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
 
@@ -45,6 +46,7 @@ class Inference:
     scheduler: Scheduler
     consumer: Consumer
     executors: list[ThreadPoolExecutor]
+    preprocessing: PreprocessStats
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     def view(self) -> dict[str, Any]:
@@ -54,6 +56,7 @@ class Inference:
             "max_batch_size": settings.max_batch_size,
             "max_wait_ms": settings.max_wait_ms,
             "devices": [d.name for d in scheduler.devices],
+            "layout": layout(settings).as_dict(),
             "encoder_window": settings.encoder_window.value,
             "encoder_windows_s": list(settings.windows),
             "pending_chunks": scheduler.pending_count(),
@@ -61,6 +64,18 @@ class Inference:
             "models": self._models(),
             "jobs_in_flight": self.consumer.in_flight,
             **scheduler.stats.snapshot(),
+            **self._capacities(),
+        }
+
+    def _capacities(self) -> dict[str, Any]:
+        """What the online preprocessing pool and the devices can each do (audio s per s,
+        every thread or device busy), and which of the two is the smaller: the node's bound."""
+        preprocessing = self.preprocessing.snapshot()
+        devices = self.scheduler.stats.throughput()
+        return {
+            "preprocessing": preprocessing,
+            "devices_capacity": None if devices is None else round(devices, 3),
+            "bound": bound(self.preprocessing.capacity(), devices),
         }
 
     def _models(self) -> list[dict[str, Any]]:
@@ -110,16 +125,26 @@ async def start_inference(
             for engine in replicas[0].values()
         ]
     )
-    preprocess = ThreadPoolExecutor(
-        settings.preprocess_threads or os.cpu_count() or 1, thread_name_prefix="preprocess"
-    )
+    threads = settings.preprocess_threads or os.cpu_count() or 1
+    preprocess = ThreadPoolExecutor(threads, thread_name_prefix="preprocess")
+    preprocessing = PreprocessStats(threads)
     offline = ThreadPoolExecutor(1, thread_name_prefix="preprocess-batch")
     ahead = settings.max_batch_size * len(replicas) if settings.distributed else None
     lanes = [
         Lane(
-            (Priority.INTERACTIVE, Priority.ASYNC), settings.prefetch_jobs, preprocess, ahead=ahead
+            (Priority.INTERACTIVE, Priority.ASYNC),
+            settings.prefetch_jobs,
+            preprocess,
+            ahead=ahead,
+            stats=preprocessing,
         ),
-        Lane((Priority.OFFLINE,), settings.batch_api_prefetch_jobs, offline, ahead=ahead),
+        Lane(
+            (Priority.OFFLINE,),
+            settings.batch_api_prefetch_jobs,
+            offline,
+            ahead=ahead,
+            stats=PreprocessStats(1),
+        ),
     ]
 
     async def on_finished(job: Job) -> None:
@@ -131,7 +156,9 @@ async def start_inference(
     consumer = Consumer(settings, backend, scheduler, lanes, on_finished)
     recovered = await consumer.durably("recover", backend.queue.recover)
     await consumer.durably("requeue", functools.partial(requeue_lost, backend))
-    inference = Inference(settings, catalog, scheduler, consumer, [preprocess, offline])
+    inference = Inference(
+        settings, catalog, scheduler, consumer, [preprocess, offline], preprocessing
+    )
     inference.tasks = {
         "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
         "consumer": asyncio.create_task(consumer.run(), name="consumer"),
@@ -141,8 +168,9 @@ async def start_inference(
         ),
     }
     log.info(
-        "inference ready: %d device(s), model(s) %s, policy %s, %d claimed job(s) to recover",
+        "inference ready: %d device(s) (%s), model(s) %s, policy %s, %d claimed job(s) to recover",
         len(replicas),
+        layout(settings).source,
         ", ".join(catalog.ids),
         settings.batch_policy,
         recovered,
@@ -183,6 +211,8 @@ def _scheduler(
         offline_holdoff=settings.offline_holdoff_ms / 1000,
         run_timeout_floor=settings.run_timeout_floor_s,
         model_idle=settings.model_idle_s,
+        fill_share=settings.fill_wait_share,
+        ride_share=settings.offline_ride_share,
     )
     kind = resolve_device(settings)
     indices = settings.device_index if kind == "cuda" else range(len(replicas))

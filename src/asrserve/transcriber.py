@@ -21,6 +21,7 @@ from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegment
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import Job, Task, TranscriptionOptions
+from asrserve.preprocess_stats import JobPool, PreprocessStats
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
 
@@ -47,17 +48,28 @@ class Transcriber:
         self._durably = durably
 
     async def transcribe(
-        self, job: Job, preprocess: Executor, submitted: Callable[[], None]
+        self,
+        job: Job,
+        preprocess: Executor,
+        submitted: Callable[[], None],
+        stats: PreprocessStats,
     ) -> Transcript:
         """The job's transcript; ``submitted`` is called once its first windows (or its
-        whole file) are in the scheduler. Blocking steps run in ``preprocess``."""
+        whole file) are in the scheduler. Blocking steps run in ``preprocess``; a job that
+        succeeds adds its time there and the audio it handed on to ``stats``."""
+        pool = JobPool(preprocess)
+        transcript = await self._transcribe(job, pool, submitted)
+        stats.record(pool.audio_seconds, pool.busy_seconds)
+        return transcript
+
+    async def _transcribe(
+        self, job: Job, pool: JobPool, submitted: Callable[[], None]
+    ) -> Transcript:
         if self._scheduler.policy.whole_files and job.options.task is not Task.DETECT:
-            return await self._transcribe_whole(job, preprocess, submitted)
+            return await self._transcribe_whole(job, pool, submitted)
         settings = self._settings
-        loop = asyncio.get_running_loop()
         async with self._blobs.local(job.audio_path) as audio:
-            decoded = await loop.run_in_executor(
-                preprocess,
+            decoded = await pool.run(
                 functools.partial(
                     decode_audio,
                     audio,
@@ -68,7 +80,7 @@ class Transcriber:
             )
         try:
             await self._charge_decoded(job, decoded.duration)
-            return await self._run(job, decoded, preprocess, submitted)
+            return await self._run(job, decoded, pool, submitted)
         finally:
             decoded.close()
 
@@ -76,7 +88,7 @@ class Transcriber:
         self,
         job: Job,
         decoded: DecodedAudio,
-        preprocess: Executor,
+        pool: JobPool,
         submitted: Callable[[], None],
     ) -> Transcript:
         """Detect the language first where the model must (a multilingual model, no
@@ -84,7 +96,7 @@ class Transcriber:
         options, features = job.options, self._features(job.options.model)
         detected: tuple[str, float] | None = None
         if options.task is Task.DETECT or (features.multilingual and options.language is None):
-            detected = await self._detect(job, decoded, preprocess)
+            detected = await self._detect(job, decoded, pool)
             submitted()
         if options.task is Task.DETECT:
             language, probability = detected or ("", 0.0)
@@ -97,7 +109,7 @@ class Transcriber:
             )
         if detected is not None:
             options = options.model_copy(update={"language": detected[0]})
-        per_chunk = await self._run_windows(job, options, decoded, preprocess, submitted)
+        per_chunk = await self._run_windows(job, options, decoded, pool, submitted)
         transcript = assemble(
             per_chunk,
             decoded.layout.speech,
@@ -110,18 +122,18 @@ class Transcriber:
         return transcript.model_copy(update={"language_probability": detected[1]})
 
     async def _detect(
-        self, job: Job, decoded: DecodedAudio, preprocess: Executor
+        self, job: Job, decoded: DecodedAudio, pool: JobPool
     ) -> tuple[str, float] | None:
         """The language of the job's first window of speech (None: it has no speech),
         decided on a full 30 s encoder window as Whisper's own detection is."""
         spans = decoded.layout.spans[:1]
         if not spans:
             return None
-        loop = asyncio.get_running_loop()
         features = self._features(job.options.model)
-        chunks = await loop.run_in_executor(
-            preprocess, chunk_inputs, decoded, spans, features, (CHUNK_SECONDS,)
+        chunks = await pool.run(
+            functools.partial(chunk_inputs, decoded, spans, features, (CHUNK_SECONDS,))
         )
+        pool.handed_on(chunks[0].duration)
         return await self._scheduler.submit_detect(
             job.id, job.priority, job.options.model, chunks[0], self._deadline(job)
         )
@@ -140,13 +152,12 @@ class Transcriber:
         job: Job,
         options: TranscriptionOptions,
         decoded: DecodedAudio,
-        preprocess: Executor,
+        pool: JobPool,
         submitted: Callable[[], None],
     ) -> list[list[RawSegment]]:
         """Submit the job's windows to the scheduler, at most ``lookahead`` of them waiting
         or running at once: a window's features are made when it is about to be needed, so
         a long file never holds more than that many in memory."""
-        loop = asyncio.get_running_loop()
         features = self._features(options.model)
         lookahead = WINDOWS_AHEAD * self._settings.max_batch_size
         deadline = self._deadline(job)
@@ -160,14 +171,11 @@ class Transcriber:
                     _raise_failed(futures)
                     continue
                 batch = spans[len(futures) : len(futures) + lookahead - len(running)]
-                chunks = await loop.run_in_executor(
-                    preprocess,
-                    chunk_inputs,
-                    decoded,
-                    batch,
-                    features,
-                    self._settings.windows_for(features.multilingual),
+                windows = self._settings.windows_for(features.multilingual)
+                chunks = await pool.run(
+                    functools.partial(chunk_inputs, decoded, batch, features, windows)
                 )
+                pool.handed_on(sum(chunk.duration for chunk in chunks))
                 futures += self._scheduler.submit_chunks(
                     job.id, job.priority, options, chunks, deadline
                 )
@@ -179,15 +187,15 @@ class Transcriber:
                 future.cancel()  # no-op for the finished ones; drops the rest from pending
 
     async def _transcribe_whole(
-        self, job: Job, preprocess: Executor, submitted: Callable[[], None]
+        self, job: Job, pool: JobPool, submitted: Callable[[], None]
     ) -> Transcript:
         """The unbatched baseline (policy ``none``): the whole file through the engine's plain
         path, which takes the file's samples at once."""
-        loop = asyncio.get_running_loop()
         async with self._blobs.local(job.audio_path) as audio:
-            samples = await loop.run_in_executor(
-                preprocess, decode, audio, self._settings.max_audio_seconds
+            samples = await pool.run(
+                functools.partial(decode, audio, self._settings.max_audio_seconds)
             )
+        pool.handed_on(samples.shape[0] / SAMPLING_RATE)
         await self._charge_decoded(job, samples.shape[0] / SAMPLING_RATE)
         whole_job = self._scheduler.submit_whole(
             job.id, job.priority, job.options, samples, self._deadline(job)

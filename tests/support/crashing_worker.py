@@ -11,6 +11,7 @@ from concurrent.futures import Executor
 from asrserve import transcriber
 from asrserve.cli import main
 from asrserve.jobs.models import Job
+from asrserve.preprocess_stats import PreprocessStats
 from asrserve.transcript import Transcript
 
 _transcribe = transcriber.Transcriber.transcribe
@@ -21,10 +22,11 @@ async def _crash_on_poison(
     job: Job,
     preprocess: Executor,
     submitted: Callable[[], None],
+    stats: PreprocessStats,
 ) -> Transcript:
     if job.filename.startswith("poison"):
         os._exit(70)
-    return await _transcribe(self, job, preprocess, submitted)
+    return await _transcribe(self, job, preprocess, submitted, stats)
 
 
 transcriber.Transcriber.transcribe = _crash_on_poison  # type: ignore[method-assign]

@@ -410,6 +410,24 @@
     $("pending").textContent = sched.pending_chunks === undefined ? "–" : sched.pending_chunks + " · " + sched.jobs_in_flight;
     $("waste").textContent =
       sched.padding_waste === undefined ? "–" : (100 * sched.padding_waste).toFixed(1) + "% · " + seconds(sched.mean_queue_wait_s);
+    renderCapacity(sched);
+    renderLayout(sched.layout);
+  }
+
+  // How the CPU cores are shared out (GET /v1/scheduler "layout"), and how it was chosen.
+  function renderLayout(layout) {
+    $("layout").textContent = layout ? layout.replicas + " × " + layout.threads : "–";
+    $("layout-source").textContent = layout ? layout.source : "";
+  }
+
+  // What the preprocessing pool and the devices could each do with every thread or device
+  // busy (GET /v1/scheduler "preprocessing".capacity, "devices_capacity"), and the smaller.
+  function renderCapacity(sched) {
+    const pool = sched.preprocessing || {};
+    $("capacity").textContent = num(pool.capacity, 1) + " · " + num(sched.devices_capacity, 1);
+    $("bound").textContent = sched.bound
+      ? sched.bound + "-bound · " + (pool.threads ?? "–") + " preprocessing threads"
+      : "";
   }
 
   function render() {
