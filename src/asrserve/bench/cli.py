@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
 from asrserve.bench.batch import BatchScenario, batch_report, measure_batch
+from asrserve.bench.ceiling import BATCH_SIZES, Ceiling, ceiling_table, measure_ceiling
 from asrserve.bench.distributed import DistributedConfig, distributed_report, measure_distributed
 from asrserve.bench.load import AudioFile, Pattern
 from asrserve.bench.runner import (
@@ -15,7 +17,6 @@ from asrserve.bench.runner import (
     Row,
     load_audio,
     measure_policy,
-    offline_limit,
     report,
     write_json,
 )
@@ -38,14 +39,46 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--audio", type=Path, help="folder of audio (default: synthetic 2–30 s)")
     bench.add_argument("--refs", type=Path, help="refs.json {file: reference text} for WER")
     bench.add_argument("--url", help="an already running server (default: start one per policy)")
-    bench.add_argument("--policies", default="greedy,window,none")
     bench.add_argument(
-        "--concurrency", default="16,1", help="closed-loop clients, e.g. 16,1 (0: no load run)"
+        "--policies",
+        default="greedy,window,none",
+        help="policies side by side; POLICY@RxT runs one on R CPU replicas × T threads "
+        "(e.g. greedy,none@1x2,none@2x1)",
     )
-    bench.add_argument("--rate", type=float, help="open loop instead: arrivals per second")
+    bench.add_argument(
+        "--concurrency",
+        help="closed-loop clients, e.g. 16,1 (0: no load run; default 16,1, or 0 with --ceiling)",
+    )
+    bench.add_argument(
+        "--rate",
+        type=_rate,
+        help="open loop instead: arrivals per second; auto: each policy's latency–throughput "
+        "curve (its capacity, then Poisson arrivals at --curve-points %% of it; bench/curve.py)",
+    )
+    bench.add_argument(
+        "--curve-points", default="25,50,75,90,100,110", help="--rate auto: %% of capacity"
+    )
+    bench.add_argument("--curve-svg", type=Path, help="--rate auto: plot the curve here (SVG)")
     bench.add_argument("--burst", type=int, default=1, help="open loop: arrivals per burst")
     bench.add_argument("--requests", type=int, help="requests per load pattern")
-    bench.add_argument("--offline", action="store_true", help="also measure the engine alone")
+    bench.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="the engine alone, every CPU layout × batch size × window mode (bench/ceiling.py); "
+        "alone it runs nothing else, with --concurrency or --rate the rows are taken against it",
+    )
+    bench.add_argument(
+        "--ceiling-batch-sizes",
+        type=_sizes,
+        default=BATCH_SIZES,
+        metavar="A,B",
+        help=f"--ceiling: batch sizes (default {','.join(map(str, BATCH_SIZES))})",
+    )
+    bench.add_argument(
+        "--offline",
+        action="store_true",
+        help="deprecated: --ceiling, with the default load patterns still run",
+    )
     bench.add_argument("--encoder-windows", help="compare encoder window modes: adaptive,full")
     bench.add_argument(
         "--max-clip-seconds",
@@ -57,7 +90,7 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         type=_positive,
         metavar="N",
         help="Batch API scenario: a batch of N requests alone, then interactive latency "
-        "under a second one (on a server of the first policy; implies the offline limit)",
+        "under a second one (on a server of the first policy; implies --ceiling)",
     )
     bench.add_argument(
         "--batch-probes",
@@ -122,6 +155,10 @@ def _positive(text: str) -> int:
     return value
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(_positive(part) for part in text.split(",") if part.strip())
+
+
 def _above_zero(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -129,11 +166,17 @@ def _above_zero(text: str) -> float:
     return value
 
 
+def _rate(text: str) -> float | str:
+    """``--rate``: arrivals per second, or ``auto`` for the latency–throughput curve."""
+    return "auto" if text == "auto" else _above_zero(text)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.memory:
         from asrserve.bench.memory import run_memory
 
         return run_memory(args.json)
+    _ceiling_defaults(args)
     files = load_audio(args.audio, args.refs, args.max_clip_seconds)
     windows: list[str | None] = args.encoder_windows.split(",") if args.encoder_windows else [None]
     env = {
@@ -141,23 +184,20 @@ def run(args: argparse.Namespace) -> int:
         for attr, name in ENV_FLAGS.items()
         if getattr(args, attr) is not None
     }
-    if args.soak is not None:
-        return _soak(args, files, env)
-    if args.distributed:
-        return _distributed(args, files, env)
-    if args.models:
-        return _models(args, files, env)
+    status = _scenario(args, files, env)
+    if status is not None:
+        return status
     config = BenchConfig(
         policies=args.policies.split(","),
         patterns=_patterns(args, len(files)),
         server_env=env,
         url=args.url,
-        offline=args.offline,
+        ceiling=args.ceiling or args.offline or args.batch is not None,
         windows=windows,
     )
     overrides = {k: getattr(args, k) for k in ENV_FLAGS if getattr(args, k) is not None}
     if windows[0] is not None:
-        overrides["encoder_window"] = windows[0]  # the offline limit uses the first mode
+        overrides["encoder_window"] = windows[0]  # as the first server runs
     settings = Settings(**overrides)
     audio = sum(f.duration for f in files)
     print(
@@ -167,11 +207,13 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     rows = _measure_rows(config, files)
-    wants_offline = config.offline or args.batch is not None
-    offline = offline_limit(files, settings, settings.beam_size) if wants_offline else None
-    batch = _measure_batch(args, config, files, offline)
-    if rows or batch is None:
-        print(report(rows, offline, args.baseline or "none"))
+    ceiling = None
+    if config.ceiling:
+        ceiling = measure_ceiling(files, settings, args.ceiling_batch_sizes)
+        print(ceiling_table(ceiling))
+    batch = _measure_batch(args, config, files, ceiling)
+    if rows or (batch is None and ceiling is None):
+        print(report(rows, ceiling, args.baseline or "none"))
     if batch is not None:
         print(batch_report(batch))
     if args.json is not None:
@@ -182,8 +224,32 @@ def run(args: argparse.Namespace) -> int:
             "settings": env,
         }
         extra = None if batch is None else {"batch": batch}
-        write_json(args.json, rows, offline, meta, extra)
+        write_json(args.json, rows, ceiling, meta, extra)
     return 0
+
+
+def _ceiling_defaults(args: argparse.Namespace) -> None:
+    """``--ceiling`` alone measures the ceiling only; ``--offline`` (deprecated) is
+    ``--ceiling`` with the default load patterns, as it used to be."""
+    if args.offline:
+        print("asrserve bench: --offline is deprecated, use --ceiling", file=sys.stderr)
+    if args.concurrency is None:
+        args.concurrency = "0" if args.ceiling and not args.offline else "16,1"
+
+
+def _scenario(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int | None:
+    """A scenario that replaces the side-by-side rows (its exit status), or None."""
+    if args.rate == "auto":
+        from asrserve.bench.curve import run_curve
+
+        return run_curve(args, files, env)
+    if args.soak is not None:
+        return _soak(args, files, env)
+    if args.distributed:
+        return _distributed(args, files, env)
+    if args.models:
+        return _models(args, files, env)
+    return None
 
 
 def _soak(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
@@ -256,10 +322,10 @@ def _measure_batch(
     args: argparse.Namespace,
     config: BenchConfig,
     files: list[AudioFile],
-    offline: dict[str, Any] | None,
+    ceiling: Ceiling | None,
 ) -> dict[str, Any] | None:
     """``--batch N``: on a server of the first policy (and encoder window mode)."""
-    if args.batch is None or offline is None:
+    if args.batch is None or ceiling is None:
         return None
     env = dict(config.server_env)
     if config.windows[0] is not None:
@@ -271,6 +337,6 @@ def _measure_batch(
         server_env=env,
         url=config.url,
     )
-    body = measure_batch(files, scenario, offline)
+    body = measure_batch(files, scenario, ceiling.best.audio_per_wall)
     print(f"  batch ({scenario.policy}): done", flush=True)
     return body

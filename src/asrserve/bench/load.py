@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -111,12 +112,22 @@ async def _closed(
 async def _open(
     client: httpx.AsyncClient, order: list[AudioFile], pattern: Pattern, fields: dict[str, str]
 ) -> list[Sample]:
-    assert pattern.rate is not None
-    rng = random.Random(pattern.seed)
+    gaps = iter(arrival_gaps(pattern))
+    due = time.perf_counter()  # arrivals keep to the schedule: a late wake-up is not added on
     tasks = []
     for index, file in enumerate(order):
         if index % pattern.burst == 0 and index:
-            # Groups arrive as a Poisson process with the rate scaled to keep req/s.
-            await asyncio.sleep(rng.expovariate(pattern.rate / pattern.burst))
+            due += next(gaps)
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
         tasks.append(asyncio.create_task(send(client, file, fields)))
     return list(await asyncio.gather(*tasks))
+
+
+def arrival_gaps(pattern: Pattern) -> list[float]:
+    """Seconds between the open loop's arrival groups: exponential draws, so groups arrive as
+    a Poisson process (its rate divided by the burst size, to keep req/s). Seeded, so a
+    caller can know the schedule a pattern will offer before running it."""
+    assert pattern.rate is not None
+    rng = random.Random(pattern.seed)
+    groups = math.ceil(pattern.requests / pattern.burst)
+    return [rng.expovariate(pattern.rate / pattern.burst) for _ in range(groups - 1)]

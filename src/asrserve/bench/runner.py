@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +13,10 @@ from typing import Any
 import httpx
 
 from asrserve.audio.decode import decode
+from asrserve.bench.ceiling import Ceiling
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
 from asrserve.bench.server import ServerProcess
 from asrserve.corpus import build_corpus, load_refs
-from asrserve.settings import Settings
 from asrserve.wer import wer
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".webm", ".mp4"}
@@ -29,7 +28,7 @@ class BenchConfig:
     patterns: Sequence[Pattern]
     server_env: dict[str, str]
     url: str | None = None
-    offline: bool = False
+    ceiling: bool = False  # also measure the engine alone (bench/ceiling.py)
     windows: Sequence[str | None] = (None,)  # encoder window modes to compare; None: default
 
 
@@ -56,6 +55,7 @@ class Row:
             "p99_s": round(r.percentile(99), 3),
             "mean_batch_size": self.scheduler.get("mean_batch_size"),
             "padding_waste": self.scheduler.get("padding_waste"),
+            "bound": self.scheduler.get("bound"),
             "wer": None if self.wer is None else round(self.wer, 4),
         }
 
@@ -89,7 +89,22 @@ def scheduler_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, 
     return {
         "mean_batch_size": round(items / batches, 2) if batches else None,
         "padding_waste": round(padded / frames, 4) if frames else None,
+        # which stage limited the server, from its capacities measured so far (None: not known)
+        "bound": after.get("bound"),
     }
+
+
+def policy_env(spec: str) -> dict[str, str]:
+    """A server's environment for ``policy`` or ``policy@RxT`` (that policy on R CPU
+    replicas of T threads each: ``none@2x1``), so one run can hold several layouts."""
+    name, _, layout = spec.partition("@")
+    env = {"ASRSERVE_BATCH_POLICY": name}
+    if layout:
+        replicas, _, threads = layout.partition("x")
+        if not (replicas.isdigit() and threads.isdigit()):
+            raise SystemExit(f"asrserve bench: {spec!r}: a layout is REPLICASxTHREADS, e.g. 2x1")
+        env.update({"ASRSERVE_CPU_REPLICAS": replicas, "ASRSERVE_CPU_THREADS": threads})
+    return env
 
 
 def measure_policy(
@@ -105,7 +120,7 @@ def measure_policy(
         server = None
         url = config.url
         if url is None:
-            env = {**config.server_env, "ASRSERVE_BATCH_POLICY": policy}
+            env = {**config.server_env, **policy_env(policy)}
             if window is not None:
                 env["ASRSERVE_ENCODER_WINDOW"] = window
             server = ServerProcess(Path(tmp) / "data", env=env).start(timeout=120)
@@ -138,53 +153,11 @@ def _wer(result: LoadResult) -> float | None:
     return wer([ref for ref, _ in pairs if ref is not None], [hyp for _, hyp in pairs])
 
 
-def offline_limit(files: list[AudioFile], settings: Settings, beam_size: int) -> dict[str, Any]:
-    """The engine alone: features precomputed, batched encode + generate, no server."""
-    from asrserve.audio.features import prepare
-    from asrserve.engine import loading
-    from asrserve.jobs.models import TranscriptionOptions
-
-    engines = [next(iter(models.values())) for models in loading.load(settings)]
-    options = TranscriptionOptions(beam_size=beam_size)
-    start = time.perf_counter()
-    prepared = [
-        prepare(f.path, engines[0], max_seconds=4 * 3600, vad=True, windows=settings.windows)
-        for f in files
-    ]
-    prep = time.perf_counter() - start
-    chunks = [(p, c) for p in prepared for c in p.chunks]
-    chunks.sort(key=lambda pc: pc[1].duration)  # like lengths together, as the scheduler does
-    start = time.perf_counter()
-    _run_replicas(engines, [c for _, c in chunks], options, settings.max_batch_size)
-    compute = time.perf_counter() - start
-    audio = sum(f.duration for f in files)
-    return {
-        "audio_s": round(audio, 2),
-        "preprocess_s": round(prep, 3),
-        "engine_s": round(compute, 3),
-        "audio_s_per_wall_s": round(audio / compute, 3),
-        "with_preprocessing": round(audio / (compute + prep), 3),
-    }
-
-
-def _run_replicas(engines: Sequence[Any], chunks: list[Any], options: Any, size: int) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    batches = [chunks[i : i + size] for i in range(0, len(chunks), size)]
-    with ThreadPoolExecutor(len(engines)) as pool:
-        list(
-            pool.map(
-                lambda ib: engines[ib[0] % len(engines)].transcribe_batch(ib[1], options),
-                enumerate(batches),
-            )
-        )
-
-
-def report(rows: list[Row], offline: dict[str, Any] | None, baseline: str = "none") -> str:
+def report(rows: list[Row], ceiling: Ceiling | None, baseline: str = "none") -> str:
     lines = [
         "| policy | load | req | err | audio s / wall s | req/s | p50 s | p95 s | p99 s "
-        f"| mean batch | padding | WER | × {baseline} |",
-        "|" + "---|" * 13,
+        f"| mean batch | padding | WER | × {baseline} | bound |",
+        "|" + "---|" * 14,
     ]
     base = {row.pattern: row for row in rows if row.policy == baseline}
     for row in rows:
@@ -199,28 +172,32 @@ def report(rows: list[Row], offline: dict[str, Any] | None, baseline: str = "non
             f"| {row.policy} | {row.pattern} | {d['requests']} | {d['errors']} "
             f"| {d['audio_s_per_wall_s']:.2f} | {d['requests_per_s']:.2f} | {d['p50_s']:.2f} "
             f"| {d['p95_s']:.2f} | {d['p99_s']:.2f} | {d['mean_batch_size']} "
-            f"| {d['padding_waste']} | {d['wer']} | {ratio} |"
+            f"| {d['padding_waste']} | {d['wer']} | {ratio} | {d['bound'] or '–'} |"
         )
-    if offline is not None:
+    if ceiling is not None:
+        best = ceiling.best
         lines.append("")
         lines.append(
-            f"offline limit (engine only, batched, no server): "
-            f"{offline['audio_s_per_wall_s']:.2f} audio s / wall s "
-            f"({offline['with_preprocessing']:.2f} with decode+VAD+features)"
+            f"ceiling (engine only, no server: {best.describe()}): "
+            f"{best.audio_per_wall:.2f} audio s / wall s"
         )
         for row in rows:
-            share = row.result.audio_per_wall / offline["audio_s_per_wall_s"]
-            lines.append(f"  {row.policy}, {row.pattern}: {share:.2f}× the offline limit")
+            share = row.result.audio_per_wall / best.audio_per_wall
+            lines.append(f"  {row.policy}, {row.pattern}: {share:.2f}× the ceiling")
     return "\n".join(lines)
 
 
 def write_json(
     path: Path,
     rows: list[Row],
-    offline: dict[str, Any] | None,
+    ceiling: Ceiling | None,
     meta: dict[str, Any],
     extra: dict[str, Any] | None = None,
 ) -> None:
-    body = {"meta": meta, "runs": [row.as_dict() for row in rows], "offline": offline}
+    body = {
+        "meta": meta,
+        "runs": [row.as_dict() for row in rows],
+        "ceiling": None if ceiling is None else ceiling.as_dict(),
+    }
     body.update(extra or {})
     path.write_text(json.dumps(body, indent=2), encoding="utf-8")

@@ -1,0 +1,183 @@
+"""``asrserve bench --ceiling``: the most audio per second the engine alone gets through.
+
+No server, no queue, no preprocessing in the timed part: the files' features are computed
+once, then every CPU layout (replicas × threads filling the usable cores) runs them at each
+batch size, in full 30 s windows and in bucketed ones, batches never mixing windows. The
+best row is the ceiling every "× ceiling" figure of the bench is taken against; a served
+policy cannot beat it on the same files, so its share says what the serving path costs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from asrserve.audio.features import FULL_WINDOW_S, prepare
+from asrserve.bench.ceiling_layout import LayoutPlan, LayoutResult, Modes, measure_layout
+from asrserve.bench.load import AudioFile
+from asrserve.engine.layout import usable_cores
+from asrserve.settings import Settings
+
+BATCH_SIZES = (4, 8, 16, 32)
+MAX_SECONDS = 4 * 3600.0
+
+
+@dataclass(frozen=True)
+class CeilingRow:
+    replicas: int
+    threads: int
+    windows: str  # "full" or "bucketed"
+    batch_size: int
+    audio_per_wall: float
+    wall_s: float
+    after_load_mib: float
+    peak_mib: float
+
+    @property
+    def layout(self) -> str:
+        return f"{self.replicas}×{self.threads}"
+
+    def describe(self) -> str:
+        return f"{self.layout}, {self.windows} windows, batch {self.batch_size}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "replicas": self.replicas,
+            "threads": self.threads,
+            "windows": self.windows,
+            "batch_size": self.batch_size,
+            "audio_s_per_wall_s": round(self.audio_per_wall, 3),
+            "wall_s": round(self.wall_s, 3),
+            "after_load_mib": round(self.after_load_mib, 1),
+            "peak_mib": round(self.peak_mib, 1),
+        }
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    rows: list[CeilingRow]
+    audio_s: float
+    preprocessing: dict[str, float]  # window mode -> audio s per wall s, one thread
+    features_mib: float  # the precomputed features every child holds
+
+    @property
+    def best(self) -> CeilingRow:
+        return max(self.rows, key=lambda row: row.audio_per_wall)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "audio_s": round(self.audio_s, 2),
+            "audio_s_per_wall_s": round(self.best.audio_per_wall, 3),
+            "best": self.best.as_dict(),
+            "preprocessing_audio_s_per_wall_s_per_thread": {
+                mode: round(value, 3) for mode, value in self.preprocessing.items()
+            },
+            "features_mib": round(self.features_mib, 1),
+            "rows": [row.as_dict() for row in self.rows],
+        }
+
+
+def layouts(cores: int) -> list[tuple[int, int]]:
+    """Every replicas × threads that uses exactly ``cores`` cores, fewest replicas first."""
+    return [(r, cores // r) for r in range(1, cores + 1) if cores % r == 0]
+
+
+def window_modes(settings: Settings) -> dict[str, tuple[float, ...]]:
+    return {"full": (FULL_WINDOW_S,), "bucketed": tuple(settings.encoder_windows_s)}
+
+
+def prepare_modes(files: list[AudioFile], settings: Settings) -> tuple[Modes, dict[str, float]]:
+    """Each window mode's chunks of all files, and its preprocessing throughput (decode,
+    VAD and features: audio s per wall s on one thread). A multilingual model is served in
+    full windows only (``Settings.windows_for``), so it gets no bucketed mode."""
+    from asrserve.engine.loading import load
+
+    one = settings.model_copy(update={"cpu_replicas": 1, "cpu_threads": 1})
+    engine = next(iter(load(one)[0].values()))
+    audio = sum(f.duration for f in files)
+    modes: Modes = {}
+    throughput: dict[str, float] = {}
+    try:
+        for name, windows in window_modes(settings).items():
+            if engine.multilingual and name != "full":
+                continue
+            start = time.perf_counter()
+            prepared = [
+                prepare(f.path, engine, max_seconds=MAX_SECONDS, vad=True, windows=windows)
+                for f in files
+            ]
+            throughput[name] = audio / (time.perf_counter() - start)
+            modes[name] = [chunk for p in prepared for chunk in p.chunks]
+    finally:
+        engine.unload()  # the children load their own; the parent keeps only the features
+    return modes, throughput
+
+
+def measure_ceiling(
+    files: list[AudioFile], settings: Settings, batch_sizes: tuple[int, ...] = BATCH_SIZES
+) -> Ceiling:
+    """Every layout in a fresh process of its own, one after another."""
+    audio = sum(f.duration for f in files)
+    modes, preprocessing = prepare_modes(files, settings)
+    features = sum(c.features.nbytes for chunks in modes.values() for c in chunks) / 2**20
+    rows: list[CeilingRow] = []
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="asrserve-ceiling-") as tmp:
+        path = Path(tmp) / "features.pickle"
+        path.write_bytes(pickle.dumps(modes, protocol=pickle.HIGHEST_PROTOCOL))
+        del modes
+        for replicas, threads in layouts(usable_cores()):
+            plan = LayoutPlan(replicas, threads, settings, path, batch_sizes)
+            with ProcessPoolExecutor(1, mp_context=context) as child:
+                result = child.submit(measure_layout, plan).result()
+            rows.extend(layout_rows(result, audio))
+            print(f"  ceiling {replicas}×{threads}: done", flush=True)
+    return Ceiling(rows, audio, preprocessing, features)
+
+
+def layout_rows(result: LayoutResult, audio_s: float) -> list[CeilingRow]:
+    """A child's measurements as table rows (a row's peak: its own where the kernel let the
+    child reset the high-water mark, else the child's overall)."""
+    return [
+        CeilingRow(
+            result.replicas,
+            result.threads,
+            m.windows,
+            m.batch_size,
+            audio_s / m.wall_s,
+            m.wall_s,
+            result.after_load_kib / 1024,
+            (m.peak_kib if m.peak_kib is not None else result.peak_kib) / 1024,
+        )
+        for m in result.measures
+    ]
+
+
+def ceiling_table(ceiling: Ceiling) -> str:
+    lines = [
+        "| layout | windows | batch | audio s / wall s | after load MiB | peak MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    best = ceiling.best
+    for row in ceiling.rows:
+        figure = f"{row.audio_per_wall:.2f}"
+        lines.append(
+            f"| {row.layout} | {row.windows} | {row.batch_size} "
+            f"| {f'**{figure}**' if row is best else figure} "
+            f"| {row.after_load_mib:.0f} | {row.peak_mib:.0f} |"
+        )
+    prep = ", ".join(f"{mode} {value:.2f}" for mode, value in ceiling.preprocessing.items())
+    lines += [
+        "",
+        f"{ceiling.audio_s:.1f} s of audio; preprocessing (decode + VAD + features, one "
+        f"thread): {prep} audio s / wall s; peaks include {ceiling.features_mib:.0f} MiB "
+        "of precomputed features",
+        f"ceiling: {best.describe()}: {best.audio_per_wall:.2f} audio s / wall s",
+    ]
+    return "\n".join(lines)
