@@ -50,7 +50,9 @@ async def run_interactive(
     principal: Principal,
 ) -> Job:
     """Submit the upload at interactive priority and wait for its end: the finished job, or
-    504 once the synchronous deadline has passed (the worker fails the job then)."""
+    504 ``deadline_exceeded`` once the synchronous deadline has passed. The worker fails the
+    job with the same code when it drops the chunks; whichever side notices first, the caller
+    sees one answer."""
     service = ctx.service
     timeout = min(parsed.deadline_s or math.inf, service.settings.sync_timeout_s)
     job = await service.submit(
@@ -63,7 +65,9 @@ async def run_interactive(
     )
     done = await service.wait(job.id, timeout + 1.0)
     if done is None or not done.status.finished:
-        raise ApiError(504, f"transcription did not finish within {timeout:g} s", code="timeout")
+        raise ApiError(
+            504, f"transcription did not finish within {timeout:g} s", code="deadline_exceeded"
+        )
     return done
 
 
