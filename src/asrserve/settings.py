@@ -213,11 +213,12 @@ class Settings(BaseSettings):
         " fuller batch while other replicas compute (greedy; 0: never).",
     )
     offline_ride_share: float = Field(
-        0.10,
+        0.0,
         ge=0,
         le=1,
         description="Batch API chunks ride in an interactive batch while they add less than"
-        " this share to its predicted time (0: never).",
+        " this share to its predicted time (0, the default: never; measured to slow the"
+        " online batches they ride in far more than predicted on a CPU).",
     )
     batch_api_prefetch_jobs: int = Field(
         16, ge=1, description="Batch API items in flight; their own budget, never online slots."

@@ -102,14 +102,14 @@ def test_offline_chunks_ride_while_they_add_under_a_tenth() -> None:
     online = [Item("o", 0)]
     offline = [Item(f"b{i}", i + 1, priority=2) for i in range(20)]
     # FIXED: 1.01 s for one chunk; each rider adds 0.01 s, so ten fit under 1.111 s.
-    assert riders(online, offline, 16, FIXED) == offline[:10]
-    assert riders(online, offline, 4, FIXED) == offline[:3]
-    assert riders(online, offline, 16, PER_CHUNK) == []
-    assert riders(online, offline, 16, MeasuredCost()) == []
+    assert riders(online, offline, 16, FIXED, share=0.10) == offline[:10]
+    assert riders(online, offline, 4, FIXED, share=0.10) == offline[:3]
+    assert riders(online, offline, 16, PER_CHUNK, share=0.10) == []
+    assert riders(online, offline, 16, MeasuredCost(), share=0.10) == []
 
 
 def test_dispatch_adds_riders_of_the_same_key_to_an_online_batch() -> None:
-    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16, offline_from=2))
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16, offline_from=2, ride_share=0.10))
     online = Item("o", 0)
     same = [Item(f"b{i}", i + 1, priority=2) for i in range(2)]
     other = Item("x", 3, priority=2, key="other")

@@ -7,10 +7,12 @@ fixed cost per call that a fuller batch shares out, while waiting leaves the dev
 The wait is bounded by ``FILL_SHARE`` of what the batch costs anyway, and a device never
 waits when no other device is busy: a lone request on a quiet service runs at once.
 
-Offline (Batch API) work fills what online work leaves: chunks of the same key ride in an
-online batch that has room while the batch cost says they add less than ``RIDE_SHARE`` to
-that batch's time. Pure functions of what they are given, so the scheduler and the
-simulator decide alike.
+Offline (Batch API) work may fill what online work leaves: chunks of the same key ride in
+an online batch that has room while the batch cost says they add less than ``ride_share``
+of that batch's time. Off by default (``RIDE_SHARE`` 0): on the 2-core CPU bench riders at
+0.10 made Batch API progress 0 -> 16 audio s/s under a one-client loop but that client's
+p95 7x longer (docs/benchmarks.md#batch-api-riders). Pure functions of what they are
+given, so the scheduler and the simulator decide alike.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ FILL_GAIN = 1.05  # waiting must promise at least this much more audio per devic
 STEPS = 8  # waits tried between 0 and the longest
 RATE_HORIZON_S = 10.0  # arrivals older than this no longer count toward the rate
 RATE_SAMPLES = 64  # arrivals kept per key
-RIDE_SHARE = 0.10  # offline riders may add this much to an online batch's predicted time
+RIDE_SHARE = 0.0  # offline riders may add this much to an online batch's predicted time (off)
 MAX_KEYS = 256  # keys tracked before the stale ones are dropped
 
 
