@@ -27,6 +27,27 @@ log = logging.getLogger(__name__)
 SHUTDOWN_SLACK_S = 15.0
 
 
+def _log_tasks() -> None:
+    for task in asyncio.all_tasks():
+        where = " <- ".join(_awaits(task))
+        log.error("shutdown stuck: task %s waits in %s", task.get_name(), where)
+
+
+def _awaits(task: asyncio.Task[object]) -> list[str]:
+    """Where a suspended task waits: its coroutine, what that awaits, ..., innermost last."""
+    where: list[str] = []
+    awaited: object = task.get_coro()
+    while awaited is not None and len(where) < 64:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "ag_frame", None)
+        if frame is None:
+            where.append(repr(awaited)[:300])  # a future, or a coroutine that has finished
+            break
+        code = frame.f_code
+        where.append(f"{code.co_qualname} ({code.co_filename}:{frame.f_lineno})")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
+    return where
+
+
 async def run_worker(settings: Settings, engine_factory: EngineFactory = loading.load) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -52,7 +73,11 @@ async def run_worker(settings: Settings, engine_factory: EngineFactory = loading
         log.info("worker node %s stopping: draining in-flight jobs", backend.node)
         # A shutdown stuck past its bound writes every thread's stack to the log and ends
         # the process (exit status 1), instead of hanging until someone kills it.
-        faulthandler.dump_traceback_later(settings.shutdown_grace_s + SHUTDOWN_SLACK_S, exit=True)
+        bound = settings.shutdown_grace_s + SHUTDOWN_SLACK_S
+        faulthandler.dump_traceback_later(bound, exit=True)
+        # The threads' stacks say little when the loop itself is idle, waiting on a task
+        # that never ends: log every unfinished task's coroutine stack first.
+        loop.call_later(bound - 1.0, _log_tasks)
         await inference.stop()
     finally:
         for task in tasks:

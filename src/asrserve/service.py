@@ -24,6 +24,7 @@ from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
+from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -146,10 +147,7 @@ class Service:
                 remaining = deadline - time.monotonic()
                 if job is None or job.status.finished or remaining <= 0:
                     return job
-                try:
-                    await asyncio.wait_for(finished.wait(), remaining)
-                except TimeoutError:
-                    continue
+                await wait_event(finished, remaining)
 
     async def cancel(self, job_id: str) -> Job | None:
         """Cancel a job that has not finished; returns None if there is no such job."""

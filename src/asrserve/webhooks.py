@@ -8,7 +8,6 @@ recorded. Sources (jobs, batches) say what is owed; the sender only delivers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from asrserve.batch_api.store import BatchStore
 from asrserve.jobs.models import Job, WebhookStatus
 from asrserve.jobs.store import JobStore
 from asrserve.settings import Settings
+from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,7 @@ class WebhookSender:
             while True:
                 self._kick.clear()
                 timeout = await self._start_due(deliveries)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._kick.wait(), timeout)
+                await wait_event(self._kick, timeout)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -11,7 +11,6 @@ stored job results, one line per request, whenever the batch finalizes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +31,7 @@ from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
 from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus
 from asrserve.service import Service
+from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,7 @@ class BatchRunner:
                 if current.status is BatchStatus.IN_PROGRESS:
                     next_expiry = min(next_expiry, current.expires_at)
             timeout = max(next_expiry - time.time(), 0.0) if next_expiry < float("inf") else None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), timeout)
+            await wait_event(self._kick, timeout)
 
     async def _advance(self, batch: Batch) -> Batch:
         if batch.status is BatchStatus.VALIDATING:

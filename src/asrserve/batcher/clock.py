@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 from typing import Protocol
+
+from asrserve.waiting import wait_event
 
 
 class Clock(Protocol):
@@ -25,8 +26,7 @@ class MonotonicClock:
         timeout = deadline - self.now()
         if timeout <= 0 or event.is_set():
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+        await wait_event(event, timeout)
 
 
 class ManualClock:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -11,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from asrserve.jobs.models import Priority
 from asrserve.queue.base import Delivery, Queue
 from asrserve.sqlite import Database
+from asrserve.waiting import wait_event
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queue (
@@ -49,8 +49,7 @@ class SqliteQueue(Queue):
         self, token: object, limits: Mapping[Priority, int], total: int, timeout: float
     ) -> list[Delivery]:
         assert isinstance(token, asyncio.Event)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(token.wait(), timeout)
+        await wait_event(token, timeout)
         return []  # woken: the caller claims
 
     def _signal(self) -> None:
