@@ -232,11 +232,13 @@ class Consumer:
                     await self.durably("ack", lambda: self._queue.ack(delivery))
                     return
                 result = await self._run(started, lane)
-                outcome = await self.durably("store", lambda: self._store_result(job.id, result))
         except asyncio.CancelledError:
             await self._hand_back(delivery, attempt=job.attempts + 1)
             raise
-        await self._conclude(delivery, outcome)
+        # The work is done: storing, acknowledging and logging it takes a few round trips,
+        # and shutdown lets them finish (bounded by the drain) rather than hand the job
+        # back half-recorded, stored but neither acknowledged nor logged.
+        await _to_the_end(self._conclude(delivery, job.id, result))
 
     async def _hand_back(self, delivery: Delivery, *, attempt: int) -> None:
         """Cancelled: by its user (done with it), or by shutdown: back to the queue, and
@@ -293,7 +295,10 @@ class Consumer:
             )
         return error
 
-    async def _conclude(self, delivery: Delivery, outcome: Job | None) -> None:
+    async def _conclude(
+        self, delivery: Delivery, job_id: str, result: Transcript | JobError
+    ) -> None:
+        outcome = await self.durably("store", lambda: self._store_result(job_id, result))
         await self.durably("ack", lambda: self._queue.ack(delivery))
         if outcome is not None:
             log.info("job %s", outcome.status.value, extra=_job_fields(outcome))
@@ -306,6 +311,17 @@ class Consumer:
     def _submitted(self, job_id: str) -> None:
         for lane in self._lanes:
             lane.unsubmitted.discard(job_id)
+
+
+async def _to_the_end(step: Awaitable[None]) -> None:
+    """Await ``step``; if the caller is cancelled meanwhile, still let it finish, then pass
+    the cancellation on."""
+    task = asyncio.ensure_future(step)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task
+        raise
 
 
 def _job_fields(job: Job) -> dict[str, object]:
