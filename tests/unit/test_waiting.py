@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from asrserve.waiting import wait_event
 
 
@@ -17,8 +15,8 @@ def test_a_cancellation_in_the_iteration_the_event_is_set_propagates() -> None:
     async def scenario() -> bool:
         event = asyncio.Event()
         waiting = asyncio.create_task(wait_event(event, 60.0))
-        while not event._waiters:  # run the loop until the task waits on the event
-            await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one loop iteration: the task starts and waits on the event
+        assert event._waiters
         event.set()
         waiting.cancel()
         try:
