@@ -119,6 +119,7 @@ class Consumer:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._deliveries: dict[str, Delivery] = {}
         self._user_cancelled: set[str] = set()
+        self._claiming = True
         self._isolation = Isolation()
         self._transcriber = Transcriber(settings, backend, scheduler, self.durably)
         backend.events.on_cancel(self.cancel)
@@ -128,13 +129,24 @@ class Consumer:
         return len(self._tasks)
 
     async def run(self) -> None:
-        """Every lane's claim loop. Cancel it to stop claiming."""
-        await asyncio.gather(*(self._claim(lane) for lane in self._lanes))
+        """Every lane's claim loop, until :meth:`stop_claiming` (then cancel it to end a
+        blocking claim at once). It returns only when every loop has ended: with ``gather``
+        it returned when the first did, and a loop whose cancellation was lost below it
+        (seen under load on Python 3.11) went on claiming jobs after the drain."""
+        async with asyncio.TaskGroup() as loops:
+            for lane in self._lanes:
+                loops.create_task(self._claim(lane))
+
+    def stop_claiming(self) -> None:
+        """The first shutdown phase: no job is claimed after this."""
+        self._claiming = False
+        for lane in self._lanes:
+            lane.changed.set()
 
     async def _claim(self, lane: Lane) -> None:
         """Keep up to ``lane.capacity`` of the lane's jobs in flight (see ``Lane.ahead``)."""
         self._scheduler.on_taken(lane.changed.set)
-        while True:
+        while self._claiming:
             lane.changed.clear()
             room = self._room(lane)
             if room <= 0:
@@ -143,6 +155,10 @@ class Consumer:
             limits = dict.fromkeys(lane.priorities, room)
             claim = functools.partial(self._queue.get, limits, CLAIM_BLOCK_S)
             claimed = await self.durably("claim", claim)
+            if not self._claiming:  # stopped while the claim was on its way: not started
+                for delivery in claimed:
+                    await self.durably("release", functools.partial(self._queue.release, delivery))
+                return
             for delivery in claimed:
                 lane.in_flight += 1
                 lane.unsubmitted.add(delivery.job_id)

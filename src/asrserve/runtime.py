@@ -96,6 +96,7 @@ class Inference:
     async def stop(self) -> None:
         """Two phases: stop claiming; drain in-flight jobs for the grace period, then cancel
         what is left (it goes back to the queue)."""
+        self.consumer.stop_claiming()
         self.tasks["consumer"].cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.tasks["consumer"]
