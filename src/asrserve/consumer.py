@@ -31,10 +31,12 @@ from asrserve.queue.base import Delivery
 from asrserve.settings import Settings
 from asrserve.transcriber import Transcriber
 from asrserve.transcript import Transcript
+from asrserve.waiting import cancel_all
 
 log = logging.getLogger(__name__)
 
 CLAIM_BLOCK_S = 5.0
+HAND_BACK_S = 5.0  # drain: how long cancelled jobs may take to hand themselves back
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 30.0
 # What a store or queue raises while its storage fails (and may come back): retried.
@@ -196,8 +198,11 @@ class Consumer:
         _, pending = await asyncio.wait(tasks, timeout=grace)
         for task in pending:
             task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=5.0)
+        if pending:  # each hands its job back: a few round trips
+            _, pending = await asyncio.wait(pending, timeout=HAND_BACK_S)
+        left = await cancel_all(pending, HAND_BACK_S)  # those that lost their cancellation
+        if left:
+            log.error("%d job(s) did not hand themselves back; their leases expire", len(left))
 
     def cancel(self, job_id: str) -> None:
         task = self._tasks.get(job_id)

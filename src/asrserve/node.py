@@ -17,14 +17,16 @@ from prometheus_client import start_http_server
 from asrserve.backends import open_backend
 from asrserve.engine import loading
 from asrserve.metrics import Metrics
-from asrserve.runtime import EngineFactory, start_inference
+from asrserve.runtime import STOP_BOUND_S, EngineFactory, start_inference
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
+from asrserve.waiting import cancel_all
 
 log = logging.getLogger(__name__)
-# Past the drain (``shutdown_grace_s``), what shutdown may take: cancelled jobs handing
-# themselves back (up to 5 s), the scheduler and Redis closing.
-SHUTDOWN_SLACK_S = 15.0
+# Past the drain (``shutdown_grace_s``), what shutdown may take: the claim loops ending,
+# cancelled jobs handing themselves back (up to 10 s), the other tasks ending (each step
+# bounded by STOP_BOUND_S), Redis closing.
+SHUTDOWN_SLACK_S = 20.0
 
 
 def _log_tasks() -> None:
@@ -80,9 +82,7 @@ async def run_worker(settings: Settings, engine_factory: EngineFactory = loading
         loop.call_later(bound - 1.0, _log_tasks)
         await inference.stop()
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks, STOP_BOUND_S)
         await backend.aclose()
         if exporter is not None:
             exporter.shutdown()

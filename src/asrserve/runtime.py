@@ -29,12 +29,14 @@ from asrserve.metrics import Metrics
 from asrserve.preprocess_stats import PreprocessStats, bound
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
+from asrserve.waiting import cancel_all
 
 log = logging.getLogger(__name__)
 
 EngineFactory = Callable[[Settings], Sequence[Mapping[str, Engine]]]
 """Per device: a replica of every served model, by id (the default model's first)."""
 TRIM_PERIOD_S = 3600.0
+STOP_BOUND_S = 3.0  # each step of stopping that cancels tasks waits this long at most
 
 
 @dataclass
@@ -97,13 +99,11 @@ class Inference:
         """Two phases: stop claiming; drain in-flight jobs for the grace period, then cancel
         what is left (it goes back to the queue)."""
         self.consumer.stop_claiming()
-        self.tasks["consumer"].cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.tasks["consumer"]
+        await cancel_all([self.tasks["consumer"]], STOP_BOUND_S)
         await self.consumer.drain(self.settings.shutdown_grace_s)
-        for task in self.tasks.values():
-            task.cancel()
-        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        left = await cancel_all(self.tasks.values(), STOP_BOUND_S)
+        if left:
+            log.error("stopping inference: %s did not end", ", ".join(t.get_name() for t in left))
         self.scheduler.close()
         for executor in self.executors:
             executor.shutdown(wait=False, cancel_futures=True)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
-from asrserve.waiting import wait_event
+from asrserve.waiting import cancel_all, wait_event
 
 
 def test_a_cancellation_in_the_iteration_the_event_is_set_propagates() -> None:
@@ -36,3 +37,20 @@ def test_it_says_whether_the_event_came_or_the_timeout_passed() -> None:
         return timed_out, await wait_event(event, None)
 
     assert asyncio.run(scenario()) == (False, True)
+
+
+def test_cancel_all_cancels_again_a_task_that_lost_its_cancellation() -> None:
+    async def loses_the_first(started: asyncio.Event) -> None:
+        started.set()
+        with contextlib.suppress(asyncio.CancelledError):  # lost, as below a Redis call
+            await asyncio.Event().wait()
+        await asyncio.Event().wait()  # a loop would wait again
+
+    async def scenario() -> tuple[set[asyncio.Task[None]], bool]:
+        started = asyncio.Event()
+        task = asyncio.create_task(loses_the_first(started))
+        await started.wait()
+        left = await cancel_all([task], 60.0)
+        return left, task.cancelled()
+
+    assert asyncio.run(scenario()) == (set(), True)
