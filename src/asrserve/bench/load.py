@@ -12,6 +12,21 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+# The server (uvicorn) closes a keep-alive connection after 5 s idle, just when httpx
+# (keepalive_expiry 5 s by default) may still pick it for the next request, which then fails
+# with a ReadError: the likely cause of one such error in a 20 s soak. The bench's clients
+# drop idle connections well before the server does.
+KEEPALIVE_EXPIRY_S = 2.0
+
+
+def limits(connections: int, keepalive: int | None = None) -> httpx.Limits:
+    """The bench clients' connection limits (see KEEPALIVE_EXPIRY_S)."""
+    return httpx.Limits(
+        max_connections=connections,
+        max_keepalive_connections=keepalive,
+        keepalive_expiry=KEEPALIVE_EXPIRY_S,
+    )
+
 
 @dataclass(frozen=True)
 class AudioFile:
@@ -84,8 +99,8 @@ async def run_load(
 ) -> LoadResult:
     order = [files[i % len(files)] for i in range(pattern.requests)]
     result = LoadResult()
-    limits = httpx.Limits(max_connections=max(pattern.concurrency, 64))
-    async with httpx.AsyncClient(base_url=url, timeout=3600, limits=limits) as client:
+    pool = limits(max(pattern.concurrency, 64))
+    async with httpx.AsyncClient(base_url=url, timeout=3600, limits=pool) as client:
         start = time.perf_counter()
         if pattern.rate is None:
             result.samples = await _closed(client, order, pattern.concurrency, fields)

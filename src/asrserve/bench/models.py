@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from asrserve.bench.load import AudioFile, Sample, send
+from asrserve.bench.load import AudioFile, Sample, limits, send
 from asrserve.bench.server import ServerProcess
 from asrserve.wer import wer
 
@@ -97,8 +97,8 @@ async def _measure(
     fields = {
         m: {"model": m, "language": scenario.language, "response_format": "json"} for m in models
     }
-    limits = httpx.Limits(max_connections=max(scenario.clients, 64))
-    async with httpx.AsyncClient(base_url=url, timeout=3600, limits=limits) as client:
+    pool = limits(max(scenario.clients, 64))
+    async with httpx.AsyncClient(base_url=url, timeout=3600, limits=pool) as client:
         for model in models:  # warm-up: each replica's first batch pays one-off costs
             await asyncio.gather(*(send(client, f, fields[model]) for f in files[:2]))
         clients = split(scenario.clients, models)

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from asrserve.bench.load import AudioFile, Pattern, run_load
+from asrserve.bench.load import AudioFile, Pattern, limits, run_load
 from asrserve.bench.server import ServerProcess
 
 MIB = 1024 * 1024
@@ -149,8 +149,8 @@ async def open_loop(
     url: str, plan: list[tuple[float, AudioFile]], timeout: float, origin: float
 ) -> list[Outcome]:
     """Every planned request sent at its time, whatever the state of the earlier ones."""
-    limits = httpx.Limits(max_connections=1024, max_keepalive_connections=64)
-    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
+    pool = limits(1024, keepalive=64)
+    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=pool) as client:
         begin = origin - time.monotonic()
         tasks = [_send(client, file, origin, max(at + begin, 0.0)) for at, file in plan]
         return list(await asyncio.gather(*tasks))
