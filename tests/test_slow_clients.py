@@ -100,6 +100,9 @@ def test_uploads_past_the_limit_get_503(
         "ASRSERVE_MAX_CONCURRENT_UPLOADS": "2",
         "ASRSERVE_MAX_UPLOADS_PER_KEY": "2",  # one client here: it may take the whole pool
         "ASRSERVE_UPLOAD_IDLE_TIMEOUT_S": "60",
+        # The holders send nothing: with the minimum rate on, each is dropped (408) 10 s
+        # after it began, a bound that a slow run of the checks below could outlast.
+        "ASRSERVE_UPLOAD_MIN_RATE_BYTES_S": "0",
     }
     srv = make_server(tmp_path / "data", env=env).start()
     holders = [open_upload(srv.port, JOBS), open_upload(srv.port, FILES)]

@@ -157,10 +157,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 PRIVATE_UMASK = 0o077
-# Idle keep-alive connections are closed after this. Longer than the 5 s for which httpx
-# (and so the openai client) keeps one: the client drops it first, so a request never goes
-# out on a connection the server is closing at that moment (a ReadError for the caller).
-KEEP_ALIVE_S = 30
 """Commands that write the data dir (people's recordings, transcripts, keys) create its
 files ``0600`` and its folders ``0700``: owner only."""
 DATA_DIR_COMMANDS = frozenset({"serve", "worker", "keys"})
@@ -242,7 +238,6 @@ def serve(settings: Settings, *, inference: bool = True) -> int:
         log_level=settings.log_level,
         log_config=None,  # keep the handlers configure_logging() installed
         timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
-        timeout_keep_alive=KEEP_ALIVE_S,
     )
     return 0
 
