@@ -27,6 +27,7 @@ from asrserve.errors import AsrError
 from asrserve.events import Finished
 from asrserve.jobs.models import Job, JobError, Priority
 from asrserve.preprocess_stats import PreprocessStats
+from asrserve.progress import ProgressWriter
 from asrserve.queue.base import Delivery
 from asrserve.settings import Settings
 from asrserve.transcriber import Transcriber
@@ -292,9 +293,14 @@ class Consumer:
         return await self._store.succeed(job_id, result)
 
     async def _run(self, job: Job, lane: Lane) -> Transcript | JobError:
+        writer = ProgressWriter(self._store, self._events, job.id)
         try:
             return await self._transcriber.transcribe(
-                job, lane.preprocess, functools.partial(self._submitted, job.id), lane.stats
+                job,
+                lane.preprocess,
+                functools.partial(self._submitted, job.id),
+                lane.stats,
+                writer,
             )
         except AsrError as exc:  # the audio, the owner's quota
             error = JobError.of(exc)
@@ -314,6 +320,8 @@ class Consumer:
                 code="internal_error",
                 message=f"transcription failed: {type(exc).__name__}",
             )
+        finally:
+            await writer.close()
         return error
 
     async def _conclude(

@@ -29,6 +29,7 @@ class TranscriptionRequest:
     words: bool  # word timestamps were asked for
     deadline_s: float | None  # drop the work if no device has started it by then
     callback_url: str | None = None
+    stream: bool = False  # answer server-sent events as the text becomes final
 
 
 Fields = Mapping[str, Sequence[str]]
@@ -76,6 +77,7 @@ def parse_request(
         words=words,
         deadline_s=deadline_s,
         callback_url=callback_url,
+        stream=_flag(given.get("stream"), "stream"),
     )
 
 
@@ -90,6 +92,18 @@ def parse_callback(value: str | None, param: str = "callback_url") -> str | None
         message = f"{param} is not a usable URL: {exc}"
         raise InvalidRequest(message, param=param, code="invalid_callback_url") from None
     return value
+
+
+def _flag(value: str | None, name: str) -> bool:
+    """A boolean form field: ``true``/``false`` (or 1/0); absent or empty is false."""
+    if not value:
+        return False
+    lowered = value.strip().lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise InvalidRequest(f"{name} must be true or false", param=name)
 
 
 def _prompt(value: str | None) -> str | None:

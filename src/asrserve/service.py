@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
@@ -148,6 +149,22 @@ class Service:
                 if job is None or job.status.finished or remaining <= 0:
                     return job
                 await wait_event(finished, remaining)
+
+    async def follow(self, job_id: str, timeout: float, tick: float) -> AsyncIterator[Job]:
+        """The job now, then each time it may have changed (its progress or its status) and
+        at least every ``tick`` seconds, until it has finished (the last one yielded) or
+        ``timeout`` has passed. Nothing is yielded if there is no such job."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.events.subscribe(job_id) as changed:
+                job = await self.store.get(job_id)
+                if job is None:
+                    return
+                yield job
+                remaining = deadline - time.monotonic()
+                if job.status.finished or remaining <= 0:
+                    return
+                await wait_event(changed, min(remaining, tick))
 
     async def cancel(self, job_id: str) -> Job | None:
         """Cancel a job that has not finished; returns None if there is no such job."""

@@ -237,6 +237,9 @@ class Settings(BaseSettings):
     max_audio_seconds: float = Field(4 * 3600.0, gt=0)
     sync_timeout_s: float = Field(900.0, gt=0)
     max_wait_param_s: float = Field(60.0, gt=0, description="Cap for ?wait= long polls.")
+    events_stream_s: float = Field(
+        3600.0, gt=0, description="How long GET /v1/jobs/{id}/events stays open at most."
+    )
     max_attempts: int = Field(3, ge=1, description="Deliveries before a job is failed.")
     max_json_body_bytes: int = Field(
         64 * 1024,

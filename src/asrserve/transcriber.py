@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Protocol, TypeVar
 
-from asrserve.audio.chunk import assemble
+from asrserve.audio.chunk import Timeline, assemble
 from asrserve.audio.decode import decode
 from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio
 from asrserve.auth import quota
@@ -20,8 +20,9 @@ from asrserve.backends import Backend
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegment
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import Job, Task, TranscriptionOptions
+from asrserve.jobs.models import Job, Progress, Task, TranscriptionOptions
 from asrserve.preprocess_stats import JobPool, PreprocessStats
+from asrserve.progress import Report, WindowProgress, ignore
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
 
@@ -53,20 +54,22 @@ class Transcriber:
         preprocess: Executor,
         submitted: Callable[[], None],
         stats: PreprocessStats,
+        report: Report = ignore,
     ) -> Transcript:
         """The job's transcript; ``submitted`` is called once its first windows (or its
-        whole file) are in the scheduler. Blocking steps run in ``preprocess``; a job that
-        succeeds adds its time there and the audio it handed on to ``stats``."""
+        whole file) are in the scheduler, ``report`` with its progress each time the text
+        that is final grows. Blocking steps run in ``preprocess``; a job that succeeds adds
+        its time there and the audio it handed on to ``stats``."""
         pool = JobPool(preprocess)
-        transcript = await self._transcribe(job, pool, submitted)
+        transcript = await self._transcribe(job, pool, submitted, report)
         stats.record(pool.audio_seconds, pool.busy_seconds)
         return transcript
 
     async def _transcribe(
-        self, job: Job, pool: JobPool, submitted: Callable[[], None]
+        self, job: Job, pool: JobPool, submitted: Callable[[], None], report: Report
     ) -> Transcript:
         if self._scheduler.policy.whole_files and job.options.task is not Task.DETECT:
-            return await self._transcribe_whole(job, pool, submitted)
+            return await self._transcribe_whole(job, pool, submitted, report)
         settings = self._settings
         async with self._blobs.local(job.audio_path) as audio:
             decoded = await pool.run(
@@ -80,7 +83,7 @@ class Transcriber:
             )
         try:
             await self._charge_decoded(job, decoded.duration)
-            return await self._run(job, decoded, pool, submitted)
+            return await self._run(job, decoded, pool, submitted, report)
         finally:
             decoded.close()
 
@@ -90,6 +93,7 @@ class Transcriber:
         decoded: DecodedAudio,
         pool: JobPool,
         submitted: Callable[[], None],
+        report: Report,
     ) -> Transcript:
         """Detect the language first where the model must (a multilingual model, no
         language given: once per job, from its first window), then run every window in it."""
@@ -109,7 +113,7 @@ class Transcriber:
             )
         if detected is not None:
             options = options.model_copy(update={"language": detected[0]})
-        per_chunk = await self._run_windows(job, options, decoded, pool, submitted)
+        per_chunk = await self._run_windows(job, options, decoded, pool, submitted, report)
         transcript = assemble(
             per_chunk,
             decoded.layout.speech,
@@ -154,14 +158,18 @@ class Transcriber:
         decoded: DecodedAudio,
         pool: JobPool,
         submitted: Callable[[], None],
+        report: Report,
     ) -> list[list[RawSegment]]:
         """Submit the job's windows to the scheduler, at most ``lookahead`` of them waiting
         or running at once: a window's features are made when it is about to be needed, so
-        a long file never holds more than that many in memory."""
+        a long file never holds more than that many in memory. Progress is reported as the
+        windows finish."""
         features = self._features(options.model)
         lookahead = WINDOWS_AHEAD * self._settings.max_batch_size
         deadline = self._deadline(job)
         spans = decoded.layout.spans
+        timeline = Timeline(decoded.layout.speech, decoded.duration)
+        progress = WindowProgress([span.duration for span in spans], timeline, report)
         futures: list[asyncio.Future[list[RawSegment]]] = []
         try:
             while len(futures) < len(spans):
@@ -170,15 +178,21 @@ class Transcriber:
                     await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                     _raise_failed(futures)
                     continue
-                batch = spans[len(futures) : len(futures) + lookahead - len(running)]
+                # The first window goes alone: an idle device starts it while the others'
+                # features are made, and its text (the first a streamed answer shows) is
+                # not held back by a batch of the whole file.
+                room = 1 if not futures else lookahead - len(running)
+                batch = spans[len(futures) : len(futures) + room]
                 windows = self._settings.windows_for(features.multilingual)
                 chunks = await pool.run(
                     functools.partial(chunk_inputs, decoded, batch, features, windows)
                 )
                 pool.handed_on(sum(chunk.duration for chunk in chunks))
-                futures += self._scheduler.submit_chunks(
+                submitted_now = self._scheduler.submit_chunks(
                     job.id, job.priority, options, chunks, deadline
                 )
+                progress.watch(submitted_now)
+                futures += submitted_now
                 submitted()
             return list(await asyncio.gather(*futures))
         finally:
@@ -187,7 +201,7 @@ class Transcriber:
                 future.cancel()  # no-op for the finished ones; drops the rest from pending
 
     async def _transcribe_whole(
-        self, job: Job, pool: JobPool, submitted: Callable[[], None]
+        self, job: Job, pool: JobPool, submitted: Callable[[], None], report: Report
     ) -> Transcript:
         """The unbatched baseline (policy ``none``): the whole file through the engine's plain
         path, which takes the file's samples at once."""
@@ -195,8 +209,10 @@ class Transcriber:
             samples = await pool.run(
                 functools.partial(decode, audio, self._settings.max_audio_seconds)
             )
-        pool.handed_on(samples.shape[0] / SAMPLING_RATE)
-        await self._charge_decoded(job, samples.shape[0] / SAMPLING_RATE)
+        seconds = samples.shape[0] / SAMPLING_RATE
+        pool.handed_on(seconds)
+        await self._charge_decoded(job, seconds)
+        report(Progress(chunks_total=1, audio_total_s=round(seconds, 3)))  # one piece
         whole_job = self._scheduler.submit_whole(
             job.id, job.priority, job.options, samples, self._deadline(job)
         )

@@ -13,6 +13,7 @@ from asrserve.api.errors import ApiError
 from asrserve.api.forms import parse_form
 from asrserve.api.openapi import transcription_form, translation_form
 from asrserve.api.responses import transcript_response
+from asrserve.api.streams import KEEPALIVE_S, event_stream, transcript_events
 from asrserve.api.uploads import Upload, receive_upload
 from asrserve.auth.principal import Principal
 from asrserve.jobs.models import Job, Priority, Task
@@ -54,7 +55,7 @@ async def run_interactive(
     job with the same code when it drops the chunks; whichever side notices first, the caller
     sees one answer."""
     service = ctx.service
-    timeout = min(parsed.deadline_s or math.inf, service.settings.sync_timeout_s)
+    timeout = _timeout(ctx, parsed)
     job = await service.submit(
         job_id,
         upload,
@@ -71,10 +72,42 @@ async def run_interactive(
     return done
 
 
+def _timeout(ctx: ApiContext, parsed: TranscriptionRequest) -> float:
+    return min(parsed.deadline_s or math.inf, ctx.service.settings.sync_timeout_s)
+
+
+async def stream_interactive(
+    ctx: ApiContext,
+    job_id: str,
+    upload: Upload,
+    parsed: TranscriptionRequest,
+    principal: Principal,
+) -> Response:
+    """Submit the upload at interactive priority and answer server-sent events as its text
+    becomes final (``stream=true``). A request that cannot be accepted gets its error
+    status as without streaming; once accepted, the answer is 200 and a failure comes as an
+    ``error`` event."""
+    service = ctx.service
+    timeout = _timeout(ctx, parsed)
+    job = await service.submit(
+        job_id,
+        upload,
+        parsed.options,
+        Priority.INTERACTIVE,
+        deadline_s=timeout,
+        principal=principal,
+    )
+    jobs = service.follow(job.id, timeout + 1.0, KEEPALIVE_S)
+    return event_stream(transcript_events(jobs, timeout), {"X-Job-Id": job.id})
+
+
 async def _answer(request: Request, ctx: ApiContext, principal: Principal, task: Task) -> Response:
-    """The synchronous OpenAI routes: one intake, one wait, the transcript as asked for."""
+    """The synchronous OpenAI routes: one intake, one wait, the transcript as asked for (or
+    streamed as it becomes final)."""
     limit = ctx.service.settings.max_sync_upload_bytes
     job_id, upload, parsed = await receive_transcription(request, ctx, limit, task=task)
+    if parsed.stream:
+        return await stream_interactive(ctx, job_id, upload, parsed, principal)
     done = await run_interactive(ctx, job_id, upload, parsed, principal)
     return transcript_response(done, parsed.response_format, words=parsed.words)
 

@@ -14,6 +14,7 @@ from asrserve.api.errors import ApiError
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.schemas import job_view, page_body
+from asrserve.api.streams import KEEPALIVE_S, event_stream, job_events
 from asrserve.auth.principal import Principal
 from asrserve.errors import shown
 from asrserve.formats import ResponseFormat
@@ -70,6 +71,17 @@ async def get_job(
     if timeout and not job.status.finished:
         job = _found(await service.wait(job_id, timeout), job_id, principal)
     return job_view(job)
+
+
+@router.get("/{job_id}/events")
+async def follow_job(job_id: str, ctx: Ctx, principal: Caller) -> Response:
+    """Server-sent events as the job changes: ``status``, ``progress``, ``segment`` (each
+    segment whose text is final, in order) and ``done`` (the finished job); the stream ends
+    with the job, or after ``events_stream_s`` (a client reconnects to go on)."""
+    service = ctx.service
+    _found(await service.store.get(job_id), job_id, principal)
+    jobs = service.follow(job_id, service.settings.events_stream_s, KEEPALIVE_S)
+    return event_stream(job_events(jobs), {})
 
 
 @router.get("/{job_id}/transcript")

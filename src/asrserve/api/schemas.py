@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from asrserve.formats import to_verbose
@@ -23,6 +24,7 @@ def job_view(job: Job) -> dict[str, Any]:
         "finished_at": job.finished_at,
         "attempts": job.attempts,
         "error": job.error.model_dump() if job.error else None,
+        "progress": progress_view(job),
         "result": None,
     }
     if job.result is not None:
@@ -35,6 +37,22 @@ def job_view(job: Job) -> dict[str, Any]:
             "last_error": job.webhook_last_error,
         }
     return body
+
+
+def progress_view(job: Job) -> dict[str, Any] | None:
+    """Windows and seconds of speech done, and the seconds left at the job's measured speed
+    (``eta_s``; null until a window is done)."""
+    progress = job.progress
+    if progress is None:
+        return None
+    eta = None if job.status.finished else progress.eta_s(job.started_at, time.time())
+    return {
+        "chunks_done": progress.chunks_done,
+        "chunks_total": progress.chunks_total,
+        "audio_done_s": progress.audio_done_s,
+        "audio_total_s": progress.audio_total_s,
+        "eta_s": 0.0 if job.status.finished else eta,
+    }
 
 
 def page_body(data: list[dict[str, Any]], limit: int) -> dict[str, Any]:

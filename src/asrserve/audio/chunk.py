@@ -102,20 +102,56 @@ def restore(
     per_chunk: Iterable[list[RawSegment]], speech: list[dict[str, int]], duration: float
 ) -> list[Segment]:
     """Number the segments of a file in order and put their times back on the file's clock."""
-    from faster_whisper.vad import SpeechTimestampsMap
+    timeline = Timeline(speech, duration)
+    return [segment for chunk in per_chunk for segment in timeline.place(chunk)]
 
-    ts_map = SpeechTimestampsMap(speech, SAMPLING_RATE) if speech else None
-    out: list[Segment] = []
-    last_start = 0.0
 
-    def clamp(value: float) -> float:
-        return round(min(max(value, 0.0), duration), 3)
+class Timeline:
+    """A file's segments numbered and put back on its clock one window at a time, in window
+    order: what :func:`restore` does at once, for a job whose windows finish one by one."""
 
-    for raw in (segment for chunk in per_chunk for segment in chunk):
-        words: list[Word] | None = None
-        start, end = raw.start, raw.end
+    def __init__(self, speech: list[dict[str, int]], duration: float) -> None:
+        from faster_whisper.vad import SpeechTimestampsMap
+
+        self._map = SpeechTimestampsMap(speech, SAMPLING_RATE) if speech else None
+        self._duration = duration
+        self._last_start = 0.0
+        self._next_id = 0
+
+    def _clamp(self, value: float) -> float:
+        return round(min(max(value, 0.0), self._duration), 3)
+
+    def place(self, raw_segments: Iterable[RawSegment]) -> list[Segment]:
+        """The next window's segments, numbered after the previous window's."""
+        out: list[Segment] = []
+        for raw in raw_segments:
+            words, start, end = self._times(raw)
+            start = max(start, self._last_start)  # keep segment starts monotonic
+            end = max(end, start)
+            self._last_start = start
+            out.append(
+                Segment(
+                    id=self._next_id,
+                    seek=raw.seek,
+                    start=start,
+                    end=end,
+                    text=raw.text,
+                    tokens=raw.tokens,
+                    temperature=raw.temperature,
+                    avg_logprob=raw.avg_logprob,
+                    compression_ratio=raw.compression_ratio,
+                    no_speech_prob=raw.no_speech_prob,
+                    words=words,
+                )
+            )
+            self._next_id += 1
+        return out
+
+    def _times(self, raw: RawSegment) -> tuple[list[Word] | None, float, float]:
+        """The segment's words and start and end on the file's clock."""
+        ts_map, clamp = self._map, self._clamp
         if ts_map is not None and raw.words:
-            words = []
+            words: list[Word] = []
             for w in raw.words:
                 index = ts_map.get_chunk_index((w.start + w.end) / 2)
                 ws = clamp(ts_map.get_original_time(w.start, index))
@@ -123,27 +159,9 @@ def restore(
                 words.append(
                     Word(word=w.word, start=ws, end=max(ws, we), probability=w.probability)
                 )
-            start, end = words[0].start, words[-1].end
-        elif ts_map is not None:
-            start = ts_map.get_original_time(start)
-            end = ts_map.get_original_time(end, is_end=True)
-            words = [] if raw.words is not None else None
-        start = max(clamp(start), last_start)  # keep segment starts monotonic
-        end = max(clamp(end), start)
-        last_start = start
-        out.append(
-            Segment(
-                id=len(out),
-                seek=raw.seek,
-                start=start,
-                end=end,
-                text=raw.text,
-                tokens=raw.tokens,
-                temperature=raw.temperature,
-                avg_logprob=raw.avg_logprob,
-                compression_ratio=raw.compression_ratio,
-                no_speech_prob=raw.no_speech_prob,
-                words=words,
-            )
-        )
-    return out
+            return words, words[0].start, words[-1].end
+        if ts_map is not None:
+            start = clamp(ts_map.get_original_time(raw.start))
+            end = clamp(ts_map.get_original_time(raw.end, is_end=True))
+            return ([] if raw.words is not None else None), start, end
+        return None, clamp(raw.start), clamp(raw.end)

@@ -1,4 +1,4 @@
-"""Completion and cancel events: waiters wake when a job finishes, never by polling.
+"""Job events: waiters wake when a job progresses or finishes, never by polling.
 
 :class:`JobEvents` is what the service, the consumer and the leader's duties use. Every
 implementation delivers an event to this process's waiters and listeners through one
@@ -53,6 +53,9 @@ class Delivery:
         for listener in self.finish_listeners:
             listener(notice)
 
+    def progressed(self, job_id: str) -> None:
+        self._wake(job_id)
+
     def cancelled(self, job_id: str) -> None:
         for listener in self.cancel_listeners:
             listener(job_id)
@@ -87,6 +90,10 @@ class JobEvents(ABC):
     @abstractmethod
     def finished(self, notice: Finished) -> None:
         """A job reached a final state (its result is stored)."""
+
+    @abstractmethod
+    def progressed(self, job_id: str) -> None:
+        """A running job's stored progress changed: its followers read it again."""
 
     @abstractmethod
     def cancelled(self, job_id: str) -> None:

@@ -9,6 +9,9 @@ class LocalEvents(JobEvents):
     def finished(self, notice: Finished) -> None:
         self._local.finished(notice)
 
+    def progressed(self, job_id: str) -> None:
+        self._local.progressed(job_id)
+
     def cancelled(self, job_id: str) -> None:
         self._local.cancelled(job_id)
 

@@ -40,6 +40,10 @@ class RedisEvents(JobEvents):
              "callback": notice.callback}
         )  # fmt: skip
 
+    def progressed(self, job_id: str) -> None:
+        self._local.progressed(job_id)
+        self._publish({"kind": "progress", "job": job_id})
+
     def cancelled(self, job_id: str) -> None:
         self._local.cancelled(job_id)
         self._publish({"kind": "cancelled", "job": job_id})
@@ -86,6 +90,8 @@ class RedisEvents(JobEvents):
         if event.get("kind") == "finished":
             notice = Finished(str(event["job"]), event.get("batch"), bool(event.get("callback")))
             self._local.finished(notice)
+        elif event.get("kind") == "progress":
+            self._local.progressed(str(event["job"]))
         elif event.get("kind") == "cancelled":
             self._local.cancelled(str(event["job"]))
         elif event.get("kind") == "batches":

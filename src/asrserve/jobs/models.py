@@ -73,6 +73,41 @@ class JobError(BaseModel):
         return cls(status=STATUS_OF_KIND[exc.kind], code=exc.code or exc.kind, message=exc.message)
 
 
+class PartialSegment(BaseModel):
+    """A segment of a running job whose text is final (all windows before it are done)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    start: float
+    end: float
+    text: str
+
+
+class Progress(BaseModel):
+    """How far a running job is: its windows done, in seconds of speech (the audio that is
+    decoded: silence the VAD removed is not counted), and the text that is final so far."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chunks_done: int = 0
+    chunks_total: int = 0
+    audio_done_s: float = 0.0
+    audio_total_s: float = 0.0
+    updated_at: float = Field(default_factory=time.time)
+    # The segments of the windows done without a gap from the first, in order. Cleared when
+    # the job ends (its result holds them all).
+    segments: tuple[PartialSegment, ...] = ()
+
+    def eta_s(self, started_at: float | None, now: float) -> float | None:
+        """Seconds left at the speed measured since the job started (None: nothing done yet)."""
+        if started_at is None or self.audio_done_s <= 0 or self.updated_at <= started_at:
+            return None
+        speed = self.audio_done_s / (self.updated_at - started_at)
+        left = (self.audio_total_s - self.audio_done_s) / speed - (now - self.updated_at)
+        return round(max(left, 0.0), 3)
+
+
 class Job(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -101,6 +136,7 @@ class Job(BaseModel):
     batch_id: str | None = None  # set for the items of a Batch API batch
     owns_audio: bool = True  # False: the audio belongs to a stored file, never deleted with the job
     owner: str | None = None  # the API key that submitted it (None: auth is off)
+    progress: Progress | None = None  # None until the running attempt knows its windows
 
 
 def new_job_id() -> str:

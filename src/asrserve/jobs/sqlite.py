@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     batch_id TEXT,
     owns_audio INTEGER NOT NULL DEFAULT 1,
     owner TEXT,
-    admitted_s REAL NOT NULL DEFAULT 0
+    admitted_s REAL NOT NULL DEFAULT 0,
+    progress TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
 CREATE INDEX IF NOT EXISTS jobs_webhook ON jobs (webhook_status);
@@ -46,6 +47,7 @@ ADDED_COLUMNS = (
     ("owns_audio", "INTEGER NOT NULL DEFAULT 1"),
     ("owner", "TEXT"),
     ("admitted_s", "REAL NOT NULL DEFAULT 0"),
+    ("progress", "TEXT"),
 )
 INDEXES = "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, status);"
 
@@ -53,7 +55,7 @@ COLUMNS = tuple(Job.model_fields)
 _PLACEHOLDERS = ", ".join("?" for _ in COLUMNS)
 INSERT = f"INSERT INTO jobs ({', '.join(COLUMNS)}) VALUES ({_PLACEHOLDERS})"
 INSERT_OR_IGNORE = INSERT.replace("INSERT", "INSERT OR IGNORE", 1)
-JSON_COLUMNS = ("options", "error", "result")
+JSON_COLUMNS = ("options", "error", "result", "progress")
 
 
 def _to_row(job: Job) -> tuple[Any, ...]:

@@ -7,7 +7,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus
+from asrserve.jobs.models import Job, JobError, JobStatus, Progress, WebhookStatus
 from asrserve.transcript import Transcript
 
 Mutation = Callable[[Job], Job | None]
@@ -84,6 +84,7 @@ class JobStore(ABC):
                     "status": JobStatus.RUNNING,
                     "started_at": time.time(),
                     "attempts": job.attempts + 1,
+                    "progress": None,  # a new attempt starts over
                 }
             )
 
@@ -104,11 +105,36 @@ class JobStore(ABC):
 
         return await self.update(job_id, mutate)
 
+    async def report(self, job_id: str, progress: Progress) -> Job | None:
+        """Record a running job's progress; None (nothing written) once it has ended."""
+
+        def mutate(job: Job) -> Job | None:
+            if job.status is not JobStatus.RUNNING:
+                return None
+            return job.model_copy(update={"progress": progress})
+
+        return await self.update(job_id, mutate)
+
     async def succeed(self, job_id: str, result: Transcript) -> Job | None:
         """Stores the result once: a second completion of the same job is a no-op (None)."""
+
+        def done(job: Job) -> Progress | None:  # every window done; the text is in the result
+            if job.progress is None:
+                return None
+            total = job.progress
+            return total.model_copy(
+                update={
+                    "chunks_done": total.chunks_total,
+                    "audio_done_s": total.audio_total_s,
+                    "updated_at": time.time(),
+                    "segments": (),
+                }
+            )
+
         return await self._finish(
             job_id,
             {"status": JobStatus.SUCCEEDED, "result": result, "audio_duration": result.duration},
+            progress=done,
         )
 
     async def fail(self, job_id: str, error: JobError) -> Job | None:
@@ -137,13 +163,26 @@ class JobStore(ABC):
     async def forget_audio(self, job_id: str) -> Job | None:
         return await self.update(job_id, lambda j: j.model_copy(update={"audio_path": ""}))
 
-    async def _finish(self, job_id: str, changes: dict[str, object]) -> Job | None:
+    async def _finish(
+        self,
+        job_id: str,
+        changes: dict[str, object],
+        progress: Callable[[Job], Progress | None] = lambda job: None,
+    ) -> Job | None:
+        """A final state once; the progress kept is ``progress`` of the job (a failed or
+        cancelled job keeps none: its partial text is no answer)."""
+
         def mutate(job: Job) -> Job | None:
             if job.status.finished:
                 return None
             webhook = WebhookStatus.PENDING if job.callback_url else None
             return job.model_copy(
-                update={**changes, "finished_at": time.time(), "webhook_status": webhook}
+                update={
+                    **changes,
+                    "finished_at": time.time(),
+                    "webhook_status": webhook,
+                    "progress": progress(job),
+                }
             )
 
         return await self.update(job_id, mutate)
