@@ -168,6 +168,21 @@ def test_dashboard_live(server: Server, corpus: list[Clip], browser: Browser) ->
         )
         assert console.errors == []
 
+        # A running job shows how many of its windows are done (the long clip has five).
+        long_clip = corpus[-1]
+        with long_clip.path.open("rb") as audio:
+            job = httpx.post(f"{server.url}/v1/jobs", files={"file": audio}, timeout=60).json()
+        page.wait_for_function(
+            """(id) => {
+                const row = document.querySelector(`#jobs tr[data-id="${id}"]`);
+                return row && row.dataset.status === 'running'
+                    && row.cells[2].textContent.endsWith('/5');
+            }""",
+            arg=job["id"],
+            timeout=WAIT_MS,
+        )
+        page.wait_for_selector(f'#jobs tr[data-id="{job["id"]}"][data-status=succeeded]')
+
         # Try it: upload through the form, the transcript comes back with timestamps.
         clip = clips[0]
         page.set_input_files("#try-file", str(clip.path))

@@ -108,13 +108,9 @@ class ProgressWriter:
                 self._events.progressed(self._job_id)
 
     async def close(self) -> None:
-        """Stop writing: the job's end is stored next and must not be overtaken."""
+        """Stop: reports that wait are dropped, a write under way is let finish (the job's
+        end is stored next, and must not be overtaken by it)."""
         self._closed = True
         self._waiting = None
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                    raise
+        if self._task is not None:
+            await self._task

@@ -143,12 +143,12 @@ class Service:
         """The job once finished, or as it stands when ``timeout`` passes."""
         deadline = time.monotonic() + timeout
         while True:
-            with self.events.subscribe(job_id) as finished:
+            with self.events.subscribe(job_id) as changed:  # progress wakes it too
                 job = await self.store.get(job_id)
                 remaining = deadline - time.monotonic()
                 if job is None or job.status.finished or remaining <= 0:
                     return job
-                await wait_event(finished, remaining)
+                await wait_event(changed, remaining)
 
     async def follow(self, job_id: str, timeout: float, tick: float) -> AsyncIterator[Job]:
         """The job now, then each time it may have changed (its progress or its status) and

@@ -12,6 +12,7 @@ from asrserve import transcriber
 from asrserve.cli import main
 from asrserve.jobs.models import Job
 from asrserve.preprocess_stats import PreprocessStats
+from asrserve.progress import Report, ignore
 from asrserve.transcript import Transcript
 
 _transcribe = transcriber.Transcriber.transcribe
@@ -23,10 +24,11 @@ async def _crash_on_poison(
     preprocess: Executor,
     submitted: Callable[[], None],
     stats: PreprocessStats,
+    report: Report = ignore,
 ) -> Transcript:
     if job.filename.startswith("poison"):
         os._exit(70)
-    return await _transcribe(self, job, preprocess, submitted, stats)
+    return await _transcribe(self, job, preprocess, submitted, stats, report)
 
 
 transcriber.Transcriber.transcribe = _crash_on_poison  # type: ignore[method-assign]

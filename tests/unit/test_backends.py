@@ -13,6 +13,8 @@ from asrserve.jobs.models import (
     Job,
     JobError,
     JobStatus,
+    PartialSegment,
+    Progress,
     WebhookStatus,
     new_job_id,
     new_job_id_at,
@@ -63,6 +65,40 @@ class JobStoreContract:
         assert requeued is not None and requeued.status is JobStatus.QUEUED
         assert requeued.attempts == 0 and requeued.started_at is None
         assert run(store.requeue(job.id, 0)) is None  # only a running job goes back
+
+    def test_progress_is_kept_while_running_and_its_text_dropped_at_the_end(
+        self, store: JobStore, run: Run
+    ) -> None:
+        job = Job(id=new_job_id())
+        run(store.create(job))
+        half = Progress(
+            chunks_done=1,
+            chunks_total=2,
+            audio_done_s=30.0,
+            audio_total_s=42.5,
+            segments=(PartialSegment(id=0, start=0.0, end=2.5, text=" Hello."),),
+        )
+        assert run(store.report(job.id, half)) is None  # queued: no attempt is running
+        run(store.start(job.id))
+        reported = run(store.report(job.id, half))
+        assert reported is not None and reported.progress == half
+        stored = run(store.get(job.id))
+        assert stored is not None and stored.progress == half
+        done = run(store.succeed(job.id, transcript()))
+        assert done is not None and done.progress is not None
+        assert (done.progress.chunks_done, done.progress.audio_done_s) == (2, 42.5)
+        assert done.progress.segments == ()
+        assert run(store.report(job.id, half)) is None  # finished: nothing changes
+        stored = run(store.get(job.id))
+        assert stored is not None and stored.progress == done.progress
+
+    def test_a_new_attempt_starts_its_progress_over(self, store: JobStore, run: Run) -> None:
+        job = Job(id=new_job_id())
+        run(store.create(job))
+        run(store.start(job.id))
+        run(store.report(job.id, Progress(chunks_done=1, chunks_total=3)))
+        again = run(store.start(job.id))
+        assert again is not None and again.attempts == 2 and again.progress is None
 
     def test_cancel_only_unfinished(self, store: JobStore, run: Run) -> None:
         job = Job(id=new_job_id())
@@ -152,14 +188,19 @@ class TestSqliteJobStore(JobStoreContract):
         db = Database(tmp_path / "old.db")
         old_schema = SCHEMA.replace(
             ",\n    batch_id TEXT,\n    owns_audio INTEGER NOT NULL DEFAULT 1", ""
-        )
-        assert "owns_audio" not in old_schema
+        ).replace(",\n    progress TEXT", "")
+        assert "owns_audio" not in old_schema and "progress" not in old_schema
         db.migrate(old_schema)
         db.run_sync(lambda c: c.execute(OLD_ROW))
         store = SqliteJobStore(db)
         old = run(store.get("job_old"))
         assert old is not None and old.owns_audio and old.batch_id is None
-        job = Job(id=new_job_id(), batch_id="batch_1", owns_audio=False)
+        job = Job(
+            id=new_job_id(),
+            batch_id="batch_1",
+            owns_audio=False,
+            progress=Progress(chunks_done=1, chunks_total=2),
+        )
         run(store.create(job))
         assert run(store.get(job.id)) == job
         db.close()

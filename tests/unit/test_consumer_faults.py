@@ -7,7 +7,6 @@ engine standing in for the model so that the failure is deterministic.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,12 +43,12 @@ def test_a_poison_chunk_fails_only_its_own_job(corpus: list[Clip], tmp_path: Pat
         lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 8, pool)]
         worker = Consumer(settings, backend, scheduler, lanes, _nothing)
         tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(worker.run())]
-        with contextlib.ExitStack() as stack:
-            waits = [stack.enter_context(events.subscribe(job.id)) for job in jobs]
-            for job in jobs:
-                await store.create(job)
-                await queue.put(job.id, job.priority)
-            await asyncio.wait_for(asyncio.gather(*(w.wait() for w in waits)), 60)
+        finished = {job.id: asyncio.Event() for job in jobs}
+        events.on_finish(lambda notice: finished[notice.job_id].set())
+        for job in jobs:
+            await store.create(job)
+            await queue.put(job.id, job.priority)
+        await asyncio.wait_for(asyncio.gather(*(f.wait() for f in finished.values())), 60)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

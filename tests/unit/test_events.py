@@ -37,6 +37,14 @@ class EventsContract:
         run(finish())
         assert heard == [Finished("job_a", "batch_1", callback=True)]
 
+    def test_progress_wakes_the_jobs_waiters_only(self, events: JobEvents, run: Run) -> None:
+        async def woken() -> tuple[bool, bool]:
+            with events.subscribe("job_a") as a, events.subscribe("job_b") as b:
+                events.progressed("job_a")
+                return a.is_set(), b.is_set()
+
+        assert run(woken()) == (True, False)
+
     def test_cancel_reaches_its_listeners_and_wakes_waiters(
         self, events: JobEvents, run: Run
     ) -> None:
@@ -78,8 +86,8 @@ class TestRedisEvents(EventsContract):
     def test_other_nodes_events_are_delivered_once(
         self, redis_client: aioredis.Redis, run: Run
     ) -> None:
-        """A node hears another node's events (waiters woken, listeners told), and not its
-        own a second time."""
+        """A node hears another node's events (waiters woken by progress and by the end,
+        listeners told), and not its own a second time."""
 
         async def scenario() -> tuple[list[Finished], list[Finished], bool]:
             here, there = RedisEvents(redis_client, "test"), RedisEvents(redis_client, "test")
@@ -95,6 +103,9 @@ class TestRedisEvents(EventsContract):
             listeners = [asyncio.create_task(node.listen()) for node in (here, there)]
             try:
                 await asyncio.wait_for(asyncio.gather(*(e.wait() for e in subscribed.values())), 5)
+                with there.subscribe("job_b") as follower:
+                    here.progressed("job_b")
+                    await asyncio.wait_for(follower.wait(), 5)
                 with there.subscribe("job_a") as waiter:
                     here.finished(Finished("job_a", callback=True))
                     await asyncio.wait_for(waiter.wait(), 5)

@@ -78,10 +78,11 @@ def test_the_view_shows_the_pool_beside_the_devices(corpus: list[Clip], tmp_path
         try:
             before = inference.view()
             job = Job(id="job_0", priority=Priority.ASYNC, audio_path=str(clip.path))
-            with backend.events.subscribe(job.id) as finished:
-                await backend.store.create(job)
-                await backend.queue.put(job.id, job.priority)
-                await asyncio.wait_for(finished.wait(), 60)
+            finished = asyncio.Event()
+            backend.events.on_finish(lambda notice: finished.set())
+            await backend.store.create(job)
+            await backend.queue.put(job.id, job.priority)
+            await asyncio.wait_for(finished.wait(), 60)
             return before, inference.view()
         finally:
             await inference.stop()

@@ -1,4 +1,4 @@
-"""Job events: completion and cancel notices, in one process or between nodes."""
+"""Job events: progress, completion and cancel notices, in one process or between nodes."""
 
 from asrserve.events.base import Finished, JobEvents
 

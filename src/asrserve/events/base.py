@@ -84,7 +84,8 @@ class JobEvents(ABC):
         self._local = Delivery()
 
     def subscribe(self, job_id: str) -> contextlib.AbstractContextManager[asyncio.Event]:
-        """Subscribe *before* reading the job's state, so no completion is missed."""
+        """An event set when the job progresses, finishes or is cancelled. Subscribe
+        *before* reading the job's state, so no change is missed."""
         return self._local.subscribe(job_id)
 
     @abstractmethod

@@ -363,6 +363,18 @@
       : "no finished jobs yet";
   }
 
+  // A running job's windows done, e.g. "3/5"; its estimated time left as a tooltip.
+  function progress(job) {
+    const p = job.progress;
+    if (job.status !== "running" || !p || !p.chunks_total) return el("span", {});
+    return el("span", { class: "mono", text: " " + p.chunks_done + "/" + p.chunks_total, title: eta(job) });
+  }
+
+  function eta(job) {
+    const p = job.progress;
+    return p && p.eta_s !== null && job.status === "running" ? "about " + Math.ceil(p.eta_s) + " s left" : "";
+  }
+
   function renderJobs(jobs) {
     const body = $("jobs").tBodies[0];
     if (!jobs || !jobs.length) {
@@ -375,7 +387,7 @@
         return el("tr", { "data-id": job.id, "data-status": job.status }, [
           el("td", { class: "mono", text: clock(job.created_at) }),
           el("td", { class: "mono", text: job.id.replace(/^job_/, "").slice(-10), title: job.id }),
-          el("td", {}, [el("span", { class: "pill st-" + job.status, text: job.status })]),
+          el("td", {}, [el("span", { class: "pill st-" + job.status, text: job.status, title: eta(job) }), progress(job)]),
           el("td", { text: job.priority }),
           el("td", { text: job.filename || "–" }),
           el("td", { class: "num", text: seconds(job.audio_duration) }),

@@ -1,0 +1,122 @@
+"""Results as they happen, end to end: the real model behind a real server, the long corpus
+clip (over two minutes, five windows) streamed through the official ``openai`` client and
+over plain HTTP, and the job it makes followed at ``/v1/jobs/{id}/events``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from asrserve.corpus import Clip
+from tests.support.api import transcribe_text
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.slow
+TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+
+
+@pytest.fixture(scope="module")
+def long_clip(corpus: list[Clip]) -> Clip:
+    clip = corpus[-1]
+    assert clip.duration > 120
+    return clip
+
+
+@pytest.fixture(scope="module")
+def http(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+        yield client
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[tuple[str | None, dict[str, Any]]]:
+    """(event name, data) of each event of a server-sent event stream; comments skipped."""
+    name: str | None = None
+    for line in lines:
+        if line.startswith("event: "):
+            name = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            yield name, json.loads(line.removeprefix("data: "))
+            name = None
+
+
+def follow(client: httpx.Client, job_id: str) -> list[tuple[str | None, dict[str, Any]]]:
+    with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return list(sse_events(response.iter_lines()))
+
+
+def test_the_openai_client_streams_the_same_text_as_the_plain_answer(
+    server: Server, http: httpx.Client, long_clip: Clip
+) -> None:
+    with (
+        openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as oai,
+        long_clip.path.open("rb") as audio,
+    ):
+        stream = oai.audio.transcriptions.create(model="whisper-1", file=audio, stream=True)
+        events = list(stream)
+    deltas = [event.delta for event in events if event.type == "transcript.text.delta"]
+    done = events[-1]
+    assert done.type == "transcript.text.done", events
+    assert len(events) == len(deltas) + 1
+    assert len(deltas) >= 5, deltas
+    assert "".join(deltas) == done.text
+    assert done.text == transcribe_text(http, long_clip.path)
+    assert done.to_dict()["usage"] == {"type": "duration", "seconds": round(long_clip.duration)}
+
+
+def test_text_arrives_before_the_file_is_done_and_the_job_can_be_followed(
+    http: httpx.Client, long_clip: Clip
+) -> None:
+    """The first delta comes while the job still runs (its first window alone is done);
+    ``/v1/jobs/{id}/events``, opened meanwhile, tells the same job's progress and final
+    segments; the finished job shows every window done."""
+    deltas: list[str] = []
+    with (
+        long_clip.path.open("rb") as audio,
+        ThreadPoolExecutor(1) as pool,
+        http.stream(
+            "POST",
+            "/v1/audio/transcriptions",
+            files={"file": (long_clip.path.name, audio)},
+            data={"model": "whisper-1", "stream": "true"},
+        ) as response,
+    ):
+        assert response.status_code == 200
+        job_id = response.headers["x-job-id"]
+        followed: Future[list[tuple[str | None, dict[str, Any]]]] = pool.submit(
+            follow, http, job_id
+        )
+        at_first_delta: dict[str, Any] | None = None
+        for _, data in sse_events(response.iter_lines()):
+            if data["type"] == "transcript.text.delta":
+                deltas.append(data["delta"])
+                if at_first_delta is None:
+                    at_first_delta = http.get(f"/v1/jobs/{job_id}").json()
+            else:
+                assert data["type"] == "transcript.text.done", data
+                text = data["text"]
+        events = followed.result()
+    assert at_first_delta is not None and at_first_delta["status"] == "running", at_first_delta
+    progress = at_first_delta["progress"]
+    assert 1 <= progress["chunks_done"] < progress["chunks_total"] == 5, progress
+    assert 0 < progress["audio_done_s"] < progress["audio_total_s"]
+    assert "".join(deltas) == text
+
+    names = [name for name, _ in events]
+    assert names[-1] == "done" and "segment" in names, names
+    done = [chunks["chunks_done"] for name, chunks in events if name == "progress"]
+    assert done == sorted(done), done
+    segments = [data for name, data in events if name == "segment"]
+    assert [segment["id"] for segment in segments] == list(range(len(segments)))
+    assert "".join(segment["text"] for segment in segments).strip() == text
+    final = events[-1][1]
+    assert final["status"] == "succeeded" and final["result"]["text"] == text
+    assert final["progress"]["chunks_done"] == final["progress"]["chunks_total"] == 5
+    assert final["progress"]["eta_s"] == 0.0
