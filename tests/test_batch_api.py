@@ -22,10 +22,10 @@ from tests.support.batches import (
     ENDPOINT,
     client_for,
     create_batch,
-    ended,
     get_batch,
     line,
     upload_audio,
+    wait_ended,
     wait_for,
 )
 from tests.support.servers import Receiver, Server
@@ -81,7 +81,7 @@ def test_batch_of_100_with_broken_files_and_the_openai_client(
     lines.append(line("missing", "file-does-not-exist"))
     batch_id = create_batch(client, lines, tmp_path, metadata={"project": "archive"})
 
-    batch = wait_for(server, batch_id, ended)
+    batch = wait_ended(server, batch_id)
     assert batch["status"] == "completed", batch
     assert batch["request_counts"] == {"total": 108, "completed": 104, "failed": 4}
     for stamp in ("created_at", "in_progress_at", "finalizing_at", "completed_at"):
@@ -134,7 +134,7 @@ def test_invalid_requests_fail_validation_by_line(server: Server, tmp_path: Path
         line("k", "file-z", stream=True),
         line("l", "file-z", language="fr"),
     ]
-    batch = wait_for(server, create_batch(client, lines, tmp_path), ended, timeout=30)
+    batch = wait_ended(server, create_batch(client, lines, tmp_path), timeout=30)
     assert batch["status"] == "failed" and isinstance(batch["failed_at"], int)
     errors = {e["line"]: e for e in batch["errors"]["data"]}
     assert sorted(errors) == [2, 3, 4, 5, 6, 7, 8]
@@ -245,7 +245,7 @@ def test_cancel_keeps_partial_results(
     wait_for(server, batch_id, lambda b: b["request_counts"]["completed"] >= 3)
     cancelling = client.batches.cancel(batch_id)
     assert cancelling.status == "cancelling"  # in progress: the runner finishes the cancel
-    batch = wait_for(server, batch_id, ended, timeout=60)
+    batch = wait_ended(server, batch_id, timeout=60)
     assert batch["status"] == "cancelled" and isinstance(batch["cancelled_at"], int)
     counts = batch["request_counts"]
     assert counts["total"] == 40 and 3 <= counts["completed"] < 40
@@ -274,7 +274,7 @@ def test_kill_and_restart_mid_batch_resumes_without_loss_or_duplicates(
     assert before["request_counts"]["completed"] < 24, "the batch finished before the kill"
 
     restarted = make_server(data).start()
-    batch = wait_for(restarted, batch_id, ended)
+    batch = wait_ended(restarted, batch_id)
     assert batch["status"] == "completed"
     assert batch["request_counts"] == {"total": 24, "completed": 24, "failed": 0}
     client = client_for(restarted)
@@ -293,7 +293,7 @@ def test_expired_batch_keeps_completed_results(
     client = client_for(server)
     lines, _ = many(client, corpus[:12], 60)
     batch_id = create_batch(client, lines, tmp_path)
-    batch = wait_for(server, batch_id, ended, timeout=60)
+    batch = wait_ended(server, batch_id, timeout=60)
     assert batch["status"] == "expired" and isinstance(batch["expired_at"], int)
     output = jsonl(client, batch["output_file_id"])
     errors = jsonl(client, batch["error_file_id"])
@@ -329,7 +329,7 @@ def test_callback_and_interactive_request_during_a_batch(
     assert during["status"] == "in_progress", during
     assert during["request_counts"]["completed"] < 30
 
-    batch = wait_for(server, batch_id, ended)
+    batch = wait_ended(server, batch_id)
     assert batch["status"] == "completed"
     # the first delivery is answered 500; the retry follows after 1 s
     wait_until(record.answered_ok, 30, lambda: f"a delivered callback: {record.calls}")

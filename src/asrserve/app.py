@@ -131,6 +131,7 @@ async def _lead(
     )
 
     def on_batch_api_done(batch: Batch) -> None:
+        backend.events.batch_ended(batch.id)
         if batch.callback_url:
             webhooks.kick()
 

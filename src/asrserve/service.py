@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from asrserve.admission import Admission
 from asrserve.audio.decode import probe
@@ -28,6 +28,7 @@ from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class ReceivedAudio(Protocol):
@@ -141,13 +142,27 @@ class Service:
 
     async def wait(self, job_id: str, timeout: float) -> Job | None:
         """The job once finished, or as it stands when ``timeout`` passes."""
+        return await self.wait_until(
+            job_id, lambda: self.store.get(job_id), lambda job: job.status.finished, timeout
+        )
+
+    async def wait_until(
+        self,
+        key: str,
+        read: Callable[[], Awaitable[T | None]],
+        done: Callable[[T], bool],
+        timeout: float,
+    ) -> T | None:
+        """What ``read`` returns once ``done`` says so (or it is None), or as it stands when
+        ``timeout`` passes; read again whenever the events of ``key`` (a job's or a batch's
+        id) say it may have changed."""
         deadline = time.monotonic() + timeout
         while True:
-            with self.events.subscribe(job_id) as changed:  # progress wakes it too
-                job = await self.store.get(job_id)
+            with self.events.subscribe(key) as changed:
+                value = await read()
                 remaining = deadline - time.monotonic()
-                if job is None or job.status.finished or remaining <= 0:
-                    return job
+                if value is None or done(value) or remaining <= 0:
+                    return value
                 await wait_event(changed, remaining)
 
     async def follow(self, job_id: str, timeout: float, tick: float) -> AsyncIterator[Job]:

@@ -84,5 +84,18 @@ def wait_for(
     return wait_until(reached, timeout, why)
 
 
+def wait_ended(server: Server, batch_id: str, timeout: float = 240) -> Batch:
+    """The batch once it has ended, by long polls (``?wait=``): the server answers each as
+    soon as the batch ends."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = httpx.get(f"{server.url}/v1/batches/{batch_id}", params={"wait": 60}, timeout=90)
+        response.raise_for_status()
+        batch: Batch = response.json()
+        if ended(batch):
+            return batch
+        assert time.monotonic() < deadline, f"batch {batch_id}: {batch}\n{server.log()}"
+
+
 def ended(batch: Batch) -> bool:
     return batch["status"] in ("completed", "failed", "expired", "cancelled")

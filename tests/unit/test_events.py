@@ -45,6 +45,14 @@ class EventsContract:
 
         assert run(woken()) == (True, False)
 
+    def test_a_batch_end_wakes_the_batchs_waiters_only(self, events: JobEvents, run: Run) -> None:
+        async def woken() -> tuple[bool, bool]:
+            with events.subscribe("batch_a") as a, events.subscribe("batch_b") as b:
+                events.batch_ended("batch_a")
+                return a.is_set(), b.is_set()
+
+        assert run(woken()) == (True, False)
+
     def test_cancel_reaches_its_listeners_and_wakes_waiters(
         self, events: JobEvents, run: Run
     ) -> None:
@@ -106,6 +114,9 @@ class TestRedisEvents(EventsContract):
                 with there.subscribe("job_b") as follower:
                     here.progressed("job_b")
                     await asyncio.wait_for(follower.wait(), 5)
+                with there.subscribe("batch_a") as batch_waiter:
+                    here.batch_ended("batch_a")
+                    await asyncio.wait_for(batch_waiter.wait(), 5)
                 with there.subscribe("job_a") as waiter:
                     here.finished(Finished("job_a", callback=True))
                     await asyncio.wait_for(waiter.wait(), 5)

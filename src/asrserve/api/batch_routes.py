@@ -91,8 +91,18 @@ async def list_batches(
 
 
 @router.get("/{batch_id}")
-async def get_batch(batch_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
-    return (await _found(ctx, batch_id, principal)).view()
+async def get_batch(
+    batch_id: str, ctx: Ctx, principal: Caller, wait: Annotated[float, Query(ge=0)] = 0
+) -> dict[str, Any]:
+    """``?wait=N`` long-polls: answers as soon as the batch has ended, or after N s."""
+    batch = await _found(ctx, batch_id, principal)
+    timeout = min(wait, ctx.service.settings.max_wait_param_s)
+    if timeout and not batch.status.finished:
+        ended = await ctx.service.wait_until(
+            batch.id, lambda: ctx.batches.get(batch.id), lambda b: b.status.finished, timeout
+        )
+        batch = ended or batch
+    return batch.view()
 
 
 @router.post("/{batch_id}/cancel")

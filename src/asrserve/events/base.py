@@ -56,6 +56,9 @@ class Delivery:
     def progressed(self, job_id: str) -> None:
         self._wake(job_id)
 
+    def batch_ended(self, batch_id: str) -> None:
+        self._wake(batch_id)
+
     def cancelled(self, job_id: str) -> None:
         for listener in self.cancel_listeners:
             listener(job_id)
@@ -95,6 +98,11 @@ class JobEvents(ABC):
     @abstractmethod
     def progressed(self, job_id: str) -> None:
         """A running job's stored progress changed: its followers read it again."""
+
+    @abstractmethod
+    def batch_ended(self, batch_id: str) -> None:
+        """A Batch API batch reached a final state: its waiters (subscribed by its id)
+        read it again."""
 
     @abstractmethod
     def cancelled(self, job_id: str) -> None:

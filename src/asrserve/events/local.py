@@ -12,6 +12,9 @@ class LocalEvents(JobEvents):
     def progressed(self, job_id: str) -> None:
         self._local.progressed(job_id)
 
+    def batch_ended(self, batch_id: str) -> None:
+        self._local.batch_ended(batch_id)
+
     def cancelled(self, job_id: str) -> None:
         self._local.cancelled(job_id)
 

@@ -44,6 +44,10 @@ class RedisEvents(JobEvents):
         self._local.progressed(job_id)
         self._publish({"kind": "progress", "job": job_id})
 
+    def batch_ended(self, batch_id: str) -> None:
+        self._local.batch_ended(batch_id)
+        self._publish({"kind": "batch_ended", "batch": batch_id})
+
     def cancelled(self, job_id: str) -> None:
         self._local.cancelled(job_id)
         self._publish({"kind": "cancelled", "job": job_id})
@@ -92,6 +96,8 @@ class RedisEvents(JobEvents):
             self._local.finished(notice)
         elif event.get("kind") == "progress":
             self._local.progressed(str(event["job"]))
+        elif event.get("kind") == "batch_ended":
+            self._local.batch_ended(str(event["batch"]))
         elif event.get("kind") == "cancelled":
             self._local.cancelled(str(event["job"]))
         elif event.get("kind") == "batches":
