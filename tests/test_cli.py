@@ -95,6 +95,7 @@ def test_transcribe_files_locally(corpus: list[Clip], tmp_path: Path) -> None:
         assert srt.startswith("1\n00:00:")
     single = run_cli("transcribe", str(clips[0].path), "--beam-size", "1")
     assert single.returncode == 0 and single.stdout.strip()
+    assert f"{clips[0].path.name}: 100%" in single.stderr, single.stderr  # the progress bar
     bad = run_cli("transcribe", str(tmp_path / "missing.wav"))
     assert bad.returncode == 1 and "missing.wav" in bad.stderr
 

@@ -297,16 +297,24 @@ def transcribe(
         out.mkdir(parents=True, exist_ok=True)
     failures = 0
     for path in tqdm(files, unit="file", disable=len(files) < 2, file=sys.stderr):
+        bar = tqdm(desc=path.name, unit="s", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+        def progress(done: float, total: float, bar: Any = bar) -> None:
+            bar.total = round(total, 1)
+            bar.update(round(done, 1) - bar.n)
+
         try:
-            transcript = transcribe_file(
-                engine,
-                path,
-                options,
-                max_seconds=settings.max_audio_seconds,
-                vad=settings.vad_filter,
-                batch_size=settings.max_batch_size,
-                windows=settings.windows_for(engine.multilingual),
-            )
+            with bar:
+                transcript = transcribe_file(
+                    engine,
+                    path,
+                    options,
+                    max_seconds=settings.max_audio_seconds,
+                    vad=settings.vad_filter,
+                    batch_size=settings.max_batch_size,
+                    windows=settings.windows_for(engine.multilingual),
+                    progress=progress,
+                )
         except (AudioError, OSError) as exc:
             failures += 1
             print(f"asrserve: {path}: {exc}", file=sys.stderr)

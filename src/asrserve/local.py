@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +17,26 @@ FULL_WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
 
 
 def transcribe_prepared(
-    engine: Engine, prepared: PreparedAudio, options: TranscriptionOptions, *, batch_size: int
+    engine: Engine,
+    prepared: PreparedAudio,
+    options: TranscriptionOptions,
+    *,
+    batch_size: int,
+    progress: Callable[[float, float], None] = lambda done, total: None,
 ) -> Transcript:
+    """The file's transcript, its windows run ``batch_size`` at a time; ``progress`` is
+    told the seconds of speech done and in all after each batch."""
     detected = _detect(engine, prepared, options)
     if detected is not None:
         options = options.model_copy(update={"language": detected[0]})
     per_chunk: list[list[RawSegment]] = []
+    total = sum(chunk.duration for chunk in prepared.chunks)
+    done = 0.0
     for start in range(0, len(prepared.chunks), batch_size):
-        per_chunk.extend(
-            engine.transcribe_batch(prepared.chunks[start : start + batch_size], options)
-        )
+        batch = prepared.chunks[start : start + batch_size]
+        per_chunk.extend(engine.transcribe_batch(batch, options))
+        done += sum(chunk.duration for chunk in batch)
+        progress(done, total)
     transcript = assemble(
         per_chunk,
         prepared.layout.speech,
@@ -60,6 +71,7 @@ def transcribe_file(
     vad: bool = True,
     batch_size: int = 16,
     windows: tuple[float, ...] = (30.0,),
+    progress: Callable[[float, float], None] = lambda done, total: None,
 ) -> Transcript:
     prepared = prepare(path, engine, max_seconds=max_seconds, vad=vad, windows=windows)
-    return transcribe_prepared(engine, prepared, options, batch_size=batch_size)
+    return transcribe_prepared(engine, prepared, options, batch_size=batch_size, progress=progress)
