@@ -166,6 +166,27 @@ def test_bench_soak_short(corpus: list[Clip], tmp_path: Path) -> None:
     assert len(soak["rss_samples"]) >= 10  # every 2 s over 20 s
 
 
+def test_bench_stream_scenario(corpus: list[Clip], tmp_path: Path) -> None:
+    """``--stream 60``: the clips joined into a minute of audio, answered streamed and plain;
+    the deltas join to the text, which is the plain answer's."""
+    common, report = bench_command(corpus, tmp_path)
+    done = subprocess.run(
+        [*common, "--stream", "60", "--requests", "1"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    body = json.loads(report.read_text())["stream"]
+    assert 60 <= body["audio_s"] < 60 + 31  # whole clips: it stops once past a minute
+    [run] = body["runs"]
+    assert run["joined_equals_text"] and run["same_text"] and run["deltas"] >= 2, run
+    assert 0 < run["first_delta_s"] <= run["done_s"]
+    assert body["first_delta_share"] == round(run["first_delta_s"] / run["done_s"], 3)
+    assert "first delta" in done.stdout
+
+
 def test_bench_distributed_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     """``--distributed``: embedded, then 1 worker node × 2 threads and 2 × 1 behind an API
     node on a throwaway Redis, and the hop probe; every request answered, report complete."""

@@ -136,6 +136,13 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         "server, the first --concurrency clients split evenly between them, each model "
         "--requests answers (default: the files); audio s / wall s per model and in all",
     )
+    bench.add_argument(
+        "--stream",
+        type=_above_zero,
+        metavar="SECONDS",
+        help="streamed answers instead: the files joined into one file of SECONDS, answered "
+        "--requests times (default 3) streamed and plain: time to the first delta vs the whole",
+    )
     bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.add_argument("--beam-size", type=int)
@@ -249,7 +256,23 @@ def _scenario(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
         return _distributed(args, files, env)
     if args.models:
         return _models(args, files, env)
+    if args.stream is not None:
+        return _stream(args, files, env)
     return None
+
+
+def _stream(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    from asrserve.bench.stream import measure_stream, stream_report
+
+    if args.url is not None:
+        raise SystemExit("asrserve bench: --stream starts the server it measures")
+    body = measure_stream(files, args.stream, args.requests or 3, env)
+    print(stream_report(body))
+    if args.json is not None:
+        audio = sum(f.duration for f in files)
+        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
+        write_json(args.json, [], None, {**meta, "settings": env}, {"stream": body})
+    return 0 if all(run["joined_equals_text"] for run in body["runs"]) else 1
 
 
 def _soak(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
