@@ -91,3 +91,24 @@ def test_adaptive_windows_keep_accuracy(
     results = json.loads(out.read_text()) if out.exists() else {}
     results[f"beam{beam}-words{int(words)}"] = report
     out.write_text(json.dumps(results, indent=1))
+
+
+def test_a_window_that_loops_on_a_short_window_is_decoded_on_the_full_one(
+    engine: Engine,
+) -> None:
+    """JFK's first words alone (2.8 s) on a 5 s window: Whisper tiny.en repeats them sixteen
+    times there (seen while building live turns), and says them once on 30 s. The engine
+    notices the repetition and decodes that window again on the full one."""
+    from faster_whisper.transcribe import get_compression_ratio
+
+    from asrserve.engine.base import ChunkInput
+
+    audio = decode(REAL_SPEECH / "jfk.flac", 60)[int(0.02 * 16000) : int(2.8 * 16000)]
+    options = TranscriptionOptions(model="tiny.en")
+    short = ChunkInput(features=engine.features(audio, 500), offset=0.0, duration=2.78)
+    full = ChunkInput(features=engine.features(audio, 3000), offset=0.0, duration=2.78)
+    [on_short, on_full] = engine.transcribe_batch([short, full], options)
+    text = "".join(segment.text for segment in on_short)
+    assert get_compression_ratio(text) <= 2.4, text
+    assert text == "".join(segment.text for segment in on_full)
+    assert "fellow Americans" in text

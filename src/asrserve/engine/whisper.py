@@ -29,6 +29,23 @@ MIN_TAIL_S = 1.0  # undecoded audio at the end of a window worth another pass
 MAX_PASSES = 4  # one pass, plus continuations of windows whisper left unfinished
 NO_SPEECH_THRESHOLD = 0.6  # with LOG_PROB_THRESHOLD: faster-whisper's silence test
 LOG_PROB_THRESHOLD = -1.0
+COMPRESSION_RATIO_THRESHOLD = 2.4  # faster-whisper's: text above it repeats itself
+FULL_WINDOW_FRAMES = 3000  # 30 s of log-mel frames
+
+
+def _repeats(segments: Sequence[RawSegment]) -> bool:
+    """The window's text, all its segments together, compresses too well: it repeats."""
+    from faster_whisper.transcribe import get_compression_ratio
+
+    text = "".join(segment.text for segment in segments)
+    return bool(text) and get_compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD
+
+
+def _full_window(chunk: ChunkInput) -> ChunkInput:
+    """The chunk's features padded to 30 s as ``features(audio)`` pads them (with zeros)."""
+    padding = FULL_WINDOW_FRAMES - chunk.features.shape[-1]
+    features = np.pad(chunk.features, ((0, 0), (0, padding)))
+    return ChunkInput(features=features, offset=chunk.offset, duration=chunk.duration)
 
 
 def bundled_model_path() -> Path:
@@ -146,7 +163,25 @@ class FasterWhisperEngine(Engine):
     def transcribe_batch(
         self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
     ) -> list[list[RawSegment]]:
-        """One pass over all chunks, then passes over the tails Whisper left unfinished."""
+        """One pass over all chunks, then passes over the tails Whisper left unfinished. A
+        chunk on a window shorter than 30 s whose text repeats itself (a compression ratio
+        over 2.4, faster-whisper's test) is decoded again on the full window: on a short
+        window Whisper sometimes loops on its first sentence."""
+        results = self._decode(chunks, options)
+        looped = [
+            index
+            for index, (chunk, segments) in enumerate(zip(chunks, results, strict=True))
+            if chunk.features.shape[-1] < FULL_WINDOW_FRAMES and _repeats(segments)
+        ]
+        if looped:
+            full = [_full_window(chunks[index]) for index in looped]
+            for index, segments in zip(looped, self._decode(full, options), strict=True):
+                results[index] = segments
+        return results
+
+    def _decode(
+        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+    ) -> list[list[RawSegment]]:
         setup = self._decode_setup(options)
         results: list[list[RawSegment]] = [[] for _ in chunks]
         todo = list(enumerate(chunks))
@@ -287,7 +322,7 @@ class FasterWhisperEngine(Engine):
             no_repeat_ngram_size=0,
             log_prob_threshold=LOG_PROB_THRESHOLD,
             no_speech_threshold=NO_SPEECH_THRESHOLD,
-            compression_ratio_threshold=2.4,
+            compression_ratio_threshold=COMPRESSION_RATIO_THRESHOLD,
             condition_on_previous_text=False,
             prompt_reset_on_temperature=0.5,
             temperatures=[options.temperature],
