@@ -27,6 +27,7 @@ from asrserve.api import (
     health_routes,
     job_routes,
     model_routes,
+    realtime,
 )
 from asrserve.api.access import AccessControl
 from asrserve.api.dashboard import routes as dashboard_routes
@@ -45,6 +46,8 @@ from asrserve.engine import loading
 from asrserve.engine.catalog import Catalog
 from asrserve.events import Finished
 from asrserve.jobs.models import Priority
+from asrserve.live.decoder import LiveDecoder
+from asrserve.live.sessions import LiveSessions
 from asrserve.runtime import (
     EngineFactory,
     Inference,
@@ -90,6 +93,8 @@ def create_app(
             catalog = local.catalog if local is not None else loading.catalog(settings)
             tasks.append(asyncio.create_task(_lead(settings, backend, context, catalog)))
             context.scheduler_view = _view(backend, local)
+            if local is not None:
+                context.live = LiveSessions(LiveDecoder(local.scheduler, settings), settings)
             context.catalog = catalog
             yield
         finally:
@@ -109,12 +114,14 @@ def create_app(
     app.state.context = context
     context.metrics.watch_uploads(lambda: context.uploads.active)
     install_body_limit(app, settings.max_json_body_bytes)  # innermost: after keys
-    app.middleware("http")(AccessControl(settings, backend.keys, backend.limiter))
+    access = AccessControl(settings, backend.keys, backend.limiter)
+    context.authenticate = access.principal
+    app.middleware("http")(access)
     app.add_middleware(HostCheck, settings=settings)  # before keys: 421 for a rebound name
     app.middleware("http")(request_metrics(context.metrics))  # outermost: counts 401s and 429s too
     install_error_handlers(app)
     routers = (health_routes, audio_routes, model_routes, job_routes, file_routes, batch_routes)
-    for module in (*routers, asr_webservice_routes):
+    for module in (*routers, asr_webservice_routes, realtime):
         app.include_router(module.router)
     app.include_router(dashboard_routes.router)
     return app

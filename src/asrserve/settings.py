@@ -237,6 +237,21 @@ class Settings(BaseSettings):
     max_audio_seconds: float = Field(4 * 3600.0, gt=0)
     sync_timeout_s: float = Field(900.0, gt=0)
     max_wait_param_s: float = Field(60.0, gt=0, description="Cap for ?wait= long polls.")
+    live_max_sessions: int = Field(
+        64, ge=0, description="Live (WebSocket) sessions a node holds at once."
+    )
+    live_interim_s: float = Field(
+        1.0, gt=0, description="New audio between two interim decodes of an open live turn."
+    )
+    live_interim_deadline_s: float = Field(
+        1.0, gt=0, description="An interim live decode no device started by then is dropped."
+    )
+    live_final_deadline_s: float = Field(
+        10.0, gt=0, description="A live turn's final decode must start by then."
+    )
+    live_burst_s: float = Field(
+        10.0, gt=0, description="How far ahead of real time a live client may send audio."
+    )
     events_stream_s: float = Field(
         3600.0, gt=0, description="How long GET /v1/jobs/{id}/events stays open at most."
     )

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from asrserve.api.errors import broker_unavailable
+from asrserve.api.errors import ApiError, broker_unavailable
 from asrserve.auth.keys import ApiKey, KeyStore, hash_secret
 from asrserve.auth.limits import RateLimiter
 from asrserve.auth.principal import OPEN, Principal
@@ -59,28 +59,46 @@ class AccessControl:
     async def _check(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]], path: str
     ) -> Response:
-        key = await self._key(request.headers.get("authorization", ""))
-        if key is None:
-            message = "a valid API key is required: 'Authorization: Bearer <key>'"
-            return _error(401, message, "invalid_api_key", {"WWW-Authenticate": "Bearer"})
-        principal = Principal.of(key, self._settings)
+        headers: dict[str, str] = {}
+        try:
+            principal = await self.principal(request.headers.get("authorization", ""), headers)
+        except ApiError as exc:
+            return _error(exc.status, exc.message, exc.code or "", exc.headers)
         if path in ADMIN_PATHS and not principal.admin:
             return _error(403, "this route needs an admin key", "admin_required")
-        headers: dict[str, str] = {}
-        if principal.rate_limit_rpm:
-            wait, left = await self._limiter.take(key.id, principal.rate_limit_rpm)
-            headers = {
-                "X-RateLimit-Limit-Requests": str(principal.rate_limit_rpm),
-                "X-RateLimit-Remaining-Requests": str(left),
-            }
-            if wait > 0:
-                headers["Retry-After"] = str(math.ceil(wait))
-                message = f"rate limit of {principal.rate_limit_rpm} requests per minute reached"
-                return _error(429, message, "rate_limit_exceeded", headers)
         request.state.principal = principal
         response = await call_next(request)
         response.headers.update(headers)
         return response
+
+    async def principal(
+        self, authorization: str, headers: dict[str, str] | None = None
+    ) -> Principal:
+        """Who an ``Authorization`` header's key belongs to, one request of its rate spent
+        (the rate headers added to ``headers``); :class:`ApiError` 401 or 429 otherwise.
+        Auth off: the open caller."""
+        if not self._settings.auth_enabled:
+            return OPEN
+        key = await self._key(authorization)
+        if key is None:
+            message = "a valid API key is required: 'Authorization: Bearer <key>'"
+            raise ApiError(
+                401, message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
+            )
+        principal = Principal.of(key, self._settings)
+        if principal.rate_limit_rpm:
+            wait, left = await self._limiter.take(key.id, principal.rate_limit_rpm)
+            rate = {
+                "X-RateLimit-Limit-Requests": str(principal.rate_limit_rpm),
+                "X-RateLimit-Remaining-Requests": str(left),
+            }
+            if headers is not None:
+                headers.update(rate)
+            if wait > 0:
+                message = f"rate limit of {principal.rate_limit_rpm} requests per minute reached"
+                retry = {**rate, "Retry-After": str(math.ceil(wait))}
+                raise ApiError(429, message, code="rate_limit_exceeded", headers=retry)
+        return principal
 
     async def _key(self, header: str) -> ApiKey | None:
         scheme, _, token = header.partition(" ")

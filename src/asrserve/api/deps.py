@@ -9,9 +9,11 @@ from typing import Any
 from fastapi import Request
 
 from asrserve.api.uploads import UploadGate
+from asrserve.auth.principal import OPEN, Principal
 from asrserve.batch_api.store import BatchStore
 from asrserve.engine.catalog import Catalog
 from asrserve.files.store import FileStore
+from asrserve.live.sessions import Live, NoLive
 from asrserve.metrics import Metrics
 from asrserve.service import Service
 
@@ -27,6 +29,9 @@ class ApiContext:
     scheduler_view: Callable[[], Awaitable[dict[str, Any]]] = field(default=lambda: _empty())
     # raises when the broker is unreachable (embedded: never)
     broker_ping: Callable[[], Awaitable[object]] = field(default=lambda: _empty())
+    live: Live = field(default_factory=NoLive)  # live sessions, on a node that runs a model
+    # who an Authorization header names (AccessControl.principal; the open caller by default)
+    authenticate: Callable[[str], Awaitable[Principal]] = field(default=lambda _: _open())
 
     @property
     def ready(self) -> bool:
@@ -35,6 +40,10 @@ class ApiContext:
 
 async def _empty() -> dict[str, Any]:
     return {}
+
+
+async def _open() -> Principal:
+    return OPEN
 
 
 def context(request: Request) -> ApiContext:

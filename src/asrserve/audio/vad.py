@@ -126,36 +126,40 @@ def _padded(regions: list[dict[str, int]], length: int, pad: float) -> list[dict
     return regions
 
 
-class SpeechDetector:
-    """Feed 16 kHz float32 audio in blocks of any size; :meth:`finish` gives the regions."""
+class SileroStream:
+    """Silero VAD's speech probability of each 512-sample window of 16 kHz float32 audio fed
+    in blocks of any size (samples short of a window wait for the next block)."""
 
-    def __init__(self, config: VadConfig) -> None:
+    def __init__(self) -> None:
         from faster_whisper.vad import get_vad_model
 
         self._session: Any = get_vad_model().session
-        self._regions = _Regions(config)
         self._h = np.zeros((1, 1, 128), dtype=np.float32)
         self._c = np.zeros((1, 1, 128), dtype=np.float32)
         self._context = np.zeros(CONTEXT, dtype=np.float32)
         self._tail = np.zeros(0, dtype=np.float32)  # samples short of a whole window
         self.samples = 0
 
-    def feed(self, audio: np.ndarray) -> None:
+    def feed(self, audio: np.ndarray) -> np.ndarray:
+        """The probabilities of the windows completed by ``audio``, in order."""
         self.samples += audio.shape[0]
         data = np.concatenate([self._tail, audio]) if self._tail.size else audio
         whole = data.shape[0] - data.shape[0] % WINDOW
         self._tail = np.array(data[whole:], dtype=np.float32)
-        for start in range(0, whole, BLOCK_WINDOWS * WINDOW):
+        found = [
             self._run(data[start : min(start + BLOCK_WINDOWS * WINDOW, whole)])
+            for start in range(0, whole, BLOCK_WINDOWS * WINDOW)
+        ]
+        return np.concatenate(found) if found else np.zeros(0, dtype=np.float32)
 
-    def finish(self) -> list[dict[str, int]]:
-        """The speech regions of all the audio fed (in samples), as faster-whisper finds them
-        (which pads the audio with up to one window of silence at the end)."""
-        self._run(np.pad(self._tail, (0, WINDOW - self._tail.shape[0])))
+    def flush(self) -> np.ndarray:
+        """One more window: the samples short of a window, padded with silence (a whole
+        window of it if none are left, as faster-whisper pads the end of a file)."""
+        probabilities = self._run(np.pad(self._tail, (0, WINDOW - self._tail.shape[0])))
         self._tail = np.zeros(0, dtype=np.float32)
-        return self._regions.finish(self.samples)
+        return probabilities
 
-    def _run(self, audio: np.ndarray) -> None:
+    def _run(self, audio: np.ndarray) -> np.ndarray:
         windows = audio.reshape(-1, WINDOW).astype(np.float32, copy=False)
         context = np.concatenate([self._context[None, :], windows[:-1, -CONTEXT:]])
         batch = np.concatenate([context, windows], axis=1)
@@ -163,5 +167,27 @@ class SpeechDetector:
         output, self._h, self._c = self._session.run(
             None, {"input": batch, "h": self._h, "c": self._c}
         )
-        for probability in np.asarray(output).reshape(-1):
+        return np.asarray(output, dtype=np.float32).reshape(-1)
+
+
+class SpeechDetector:
+    """Feed 16 kHz float32 audio in blocks of any size; :meth:`finish` gives the regions."""
+
+    def __init__(self, config: VadConfig) -> None:
+        self._stream = SileroStream()
+        self._regions = _Regions(config)
+
+    @property
+    def samples(self) -> int:
+        return self._stream.samples
+
+    def feed(self, audio: np.ndarray) -> None:
+        for probability in self._stream.feed(audio):
             self._regions.push(float(probability))
+
+    def finish(self) -> list[dict[str, int]]:
+        """The speech regions of all the audio fed (in samples), as faster-whisper finds them
+        (which pads the audio with up to one window of silence at the end)."""
+        for probability in self._stream.flush():
+            self._regions.push(float(probability))
+        return self._regions.finish(self.samples)

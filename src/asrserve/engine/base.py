@@ -37,6 +37,9 @@ class ChunkInput:
     features: np.ndarray  # (n_mels, frames), padded to the encoder window
     offset: float  # seconds, on the job's speech-only timeline
     duration: float  # seconds of real (unpadded) audio
+    # Text said just before the window (a live session's previous turn): Whisper is
+    # conditioned on it, as on a file's previous window with condition_on_previous_text.
+    context: str = ""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,19 +35,36 @@ COMPRESSION_RATIO_THRESHOLD = 2.4  # faster-whisper's: text above it repeats its
 FULL_WINDOW_FRAMES = 3000  # 30 s of log-mel frames
 
 
+def _words(text: str) -> list[str]:
+    return "".join(c for c in text.lower() if c.isalnum() or c.isspace()).split()
+
+
+def _context_tokens(tokenizer: Any, text: str) -> list[int]:
+    """The tokens of text said before a window, as Whisper conditions on previous text."""
+    text = text.strip()
+    return list(tokenizer.encode(" " + text)) if text else []
+
+
 def _repeats(segments: Sequence[RawSegment]) -> bool:
-    """The window's text, all its segments together, compresses too well: it repeats."""
+    """The window's text, all its segments together, repeats itself: it compresses too
+    well, or says one sentence twice in a row."""
     from faster_whisper.transcribe import get_compression_ratio
 
     text = "".join(segment.text for segment in segments)
-    return bool(text) and get_compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD
+    if not text:
+        return False
+    sentences = [_words(s) for s in re.split(r"[.!?]+", text) if _words(s)]
+    twice = any(a == b for a, b in itertools.pairwise(sentences))
+    return twice or get_compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD
 
 
 def _full_window(chunk: ChunkInput) -> ChunkInput:
     """The chunk's features padded to 30 s as ``features(audio)`` pads them (with zeros)."""
     padding = FULL_WINDOW_FRAMES - chunk.features.shape[-1]
     features = np.pad(chunk.features, ((0, 0), (0, padding)))
-    return ChunkInput(features=features, offset=chunk.offset, duration=chunk.duration)
+    return ChunkInput(
+        features=features, offset=chunk.offset, duration=chunk.duration, context=chunk.context
+    )
 
 
 def bundled_model_path() -> Path:
@@ -184,14 +203,21 @@ class FasterWhisperEngine(Engine):
     ) -> list[list[RawSegment]]:
         setup = self._decode_setup(options)
         results: list[list[RawSegment]] = [[] for _ in chunks]
+        context = [_context_tokens(setup[0], chunk.context) for chunk in chunks]
         todo = list(enumerate(chunks))
         for _ in range(MAX_PASSES):
-            # CTranslate2 wants one prompt length per generate call: continuations are
-            # conditioned on different amounts of text, so they run grouped by that length.
+            # CTranslate2 wants one prompt length per generate call: continuations (and
+            # windows with context) are conditioned on different amounts of text, so they
+            # run grouped by that length.
             groups: dict[int, list[tuple[int, ChunkInput]]] = {}
             for item in todo:
-                groups.setdefault(self._prompt_length(results[item[0]]), []).append(item)
-            todo = [rest for group in groups.values() for rest in self._pass(group, results, setup)]
+                length = self._prompt_length(context[item[0]] + _tokens(results[item[0]]))
+                groups.setdefault(length, []).append(item)
+            todo = [
+                rest
+                for group in groups.values()
+                for rest in self._pass(group, results, context, setup)
+            ]
             if not todo:
                 break
         return results
@@ -200,13 +226,14 @@ class FasterWhisperEngine(Engine):
         self,
         todo: list[tuple[int, ChunkInput]],
         results: list[list[RawSegment]],
+        context: list[list[int]],
         setup: tuple[Any, Any],
     ) -> list[tuple[int, ChunkInput]]:
         tokenizer, fw_options = setup
         features = stack_padded([chunk.features for _, chunk in todo])
         metadata = [{"offset": c.offset, "duration": c.duration} for _, c in todo]
         self._pipeline.last_speech_timestamp = 0.0
-        self._pipeline.previous = [_tokens(results[index]) for index, _ in todo]
+        self._pipeline.previous = [context[index] + _tokens(results[index]) for index, _ in todo]
         outputs = self._pipeline.forward(features, tokenizer, metadata, fw_options)
         resume = []
         finished = self._pipeline.finished
@@ -214,15 +241,18 @@ class FasterWhisperEngine(Engine):
             segments = [_raw_segment(s, fw_options.temperatures[0]) for s in chunk_out]
             if segments and _silent(segments[0]):
                 continue  # no speech: skip the window, as sequential decoding does
+            if results[index]:  # a continuation that says the last segment again is an echo
+                said = _words(results[index][-1].text)
+                segments = [segment for segment in segments if _words(segment.text) != said]
             results[index].extend(segments)
             rest = None if done else _undecoded_tail(chunk, segments)
             if rest is not None:
                 resume.append((index, rest))
         return resume
 
-    def _prompt_length(self, segments: list[RawSegment]) -> int:
+    def _prompt_length(self, tokens: list[int]) -> int:
         limit: int = self._model.max_length // 2 - 1
-        return min(len(_tokens(segments)), limit)
+        return min(len(tokens), limit)
 
     def detect_language(self, features: Sequence[np.ndarray]) -> list[tuple[str, float]]:
         """Whisper's own test: the most likely language token after one encode of each

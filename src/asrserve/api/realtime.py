@@ -1,0 +1,183 @@
+"""``GET /v1/realtime?intent=transcription``: live transcription over a WebSocket, in the
+subset of OpenAI's realtime protocol a live-caption client needs (see docs/live.md).
+
+Client events: ``transcription_session.update``, ``input_audio_buffer.append`` (base64
+PCM16), ``input_audio_buffer.commit`` and ``input_audio_buffer.clear``. Every server event
+gets an ``event_id``. A client's mistake is an ``error`` event; what it cannot go on from
+(garbage, audio faster than real time, a buffer never committed, an exhausted quota) ends
+the session after the error, with close code 1008. The key goes in the ``Authorization``
+header or as the subprotocol ``openai-insecure-api-key.<key>``, as OpenAI's clients send it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import itertools
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from asrserve.api.deps import ApiContext
+from asrserve.api.errors import ApiError
+from asrserve.auth import quota
+from asrserve.auth.principal import Principal
+from asrserve.errors import STATUS_OF_KIND, AsrError, error_body
+from asrserve.live import config as live_config
+from asrserve.live.errors import LiveError, LiveUnavailable
+from asrserve.live.session import LiveSession
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+KEY_PROTOCOL = "openai-insecure-api-key."
+POLICY_VIOLATION = 1008
+TRY_AGAIN_LATER = 1013
+
+
+class _Ended(Exception):
+    """The session is over: the error that ended it has been sent."""
+
+
+@router.websocket("/v1/realtime")
+async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
+    ctx: ApiContext = websocket.app.state.context
+    offered = websocket.scope.get("subprotocols") or []
+    await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
+    ids = itertools.count(1)
+    try:
+        principal = await _principal(ctx, websocket, offered)
+        if intent != "transcription":
+            raise LiveError(
+                "only ?intent=transcription is served here", code="invalid_intent", fatal=True
+            )
+        if ctx.catalog is None:
+            raise LiveUnavailable("the model is still loading", code="model_loading")
+        config = live_config.default_config(ctx.catalog)
+
+        async def charge(seconds: float) -> None:
+            await quota.charge(ctx.service.keys, principal, seconds)
+
+        async with ctx.live.session(config, charge) as session:
+            await _send(websocket, ids, _created(session))
+            await _serve(ctx, websocket, session, ids)
+    except _Ended:
+        return
+    except WebSocketDisconnect:
+        return
+    except AsrError as exc:  # before the session began: refused
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            await _send(websocket, ids, _error(exc))
+            code = TRY_AGAIN_LATER if isinstance(exc, LiveUnavailable) else POLICY_VIOLATION
+            await websocket.close(code)
+
+
+async def _principal(ctx: ApiContext, websocket: WebSocket, offered: list[str]) -> Principal:
+    """The caller, by the ``Authorization`` header or the key subprotocol."""
+    header = websocket.headers.get("authorization", "")
+    token = next((p.removeprefix(KEY_PROTOCOL) for p in offered if p.startswith(KEY_PROTOCOL)), "")
+    try:
+        return await ctx.authenticate(header or f"Bearer {token}")
+    except ApiError as exc:
+        body = error_body(exc.status, exc.message, param=exc.param, code=exc.code)
+        await _send(websocket, itertools.count(1), {"type": "error", **body})
+        await websocket.close(POLICY_VIOLATION)
+        raise _Ended from None
+
+
+async def _serve(
+    ctx: ApiContext, websocket: WebSocket, session: LiveSession, ids: itertools.count[int]
+) -> None:
+    """Read client events and act on them while another task sends the session's events;
+    a fatal error is sent after every event before it, then the socket is closed."""
+    sender = asyncio.create_task(_pump(websocket, session, ids))
+    try:
+        while True:
+            try:
+                await _handle(ctx, session, await websocket.receive())
+            except LiveError as exc:
+                session.events.put_nowait(_error(exc))
+                if exc.fatal:
+                    break
+            except AsrError as exc:  # an update's bad field, a quota used up
+                session.events.put_nowait(_error(exc))
+                if not _recoverable(exc):
+                    break
+        session.events.put_nowait({"type": "session.closing"})
+        await sender
+        await websocket.close(POLICY_VIOLATION)
+        raise _Ended
+    finally:
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+            await sender
+
+
+async def _handle(ctx: ApiContext, session: LiveSession, message: Any) -> None:
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    text = message.get("text")
+    if text is None:
+        raise LiveError("send client events as JSON text frames", code="invalid_event", fatal=True)
+    try:
+        event = json.loads(text)
+    except ValueError:
+        raise LiveError("a client event is not JSON", code="invalid_json", fatal=True) from None
+    if not isinstance(event, dict):
+        raise LiveError("a client event is a JSON object", code="invalid_event", fatal=True)
+    kind = event.get("type")
+    if kind == "input_audio_buffer.append":
+        await session.append(_audio(event.get("audio")))
+    elif kind == "input_audio_buffer.commit":
+        await session.commit()
+    elif kind == "input_audio_buffer.clear":
+        session.clear()
+    elif kind == "transcription_session.update":
+        assert ctx.catalog is not None
+        new = live_config.updated(session.config, event.get("session"), ctx.catalog)
+        session.configure(new)
+        view = live_config.view(session.id, session.config)
+        session.events.put_nowait({"type": "transcription_session.updated", "session": view})
+    else:
+        shown = str(kind)[:64]
+        raise LiveError(f"unknown client event type {shown!r}", code="unknown_event", param="type")
+
+
+def _audio(value: object) -> bytes:
+    if not isinstance(value, str):
+        raise LiveError("append carries base64 audio", code="invalid_audio", fatal=True)
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise LiveError("the audio is not base64", code="invalid_audio", fatal=True) from None
+
+
+async def _pump(websocket: WebSocket, session: LiveSession, ids: itertools.count[int]) -> None:
+    while True:
+        event = await session.events.get()
+        if event["type"] == "session.closing":
+            return
+        await _send(websocket, ids, event)
+
+
+async def _send(websocket: WebSocket, ids: itertools.count[int], event: dict[str, Any]) -> None:
+    await websocket.send_text(json.dumps({"event_id": f"event_{next(ids)}", **event}))
+
+
+def _created(session: LiveSession) -> dict[str, Any]:
+    view = live_config.view(session.id, session.config)
+    return {"type": "transcription_session.created", "session": view}
+
+
+def _error(exc: AsrError) -> dict[str, Any]:
+    body = error_body(STATUS_OF_KIND[exc.kind], exc.message, param=exc.param, code=exc.code)
+    return {"type": "error", **body}
+
+
+def _recoverable(exc: AsrError) -> bool:
+    """A bad value in an update is; a used-up quota or rate is not."""
+    return STATUS_OF_KIND[exc.kind] < 429

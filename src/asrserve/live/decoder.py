@@ -1,0 +1,72 @@
+"""Live audio through the scheduler: a window of a session's audio becomes one chunk at a
+priority above interactive requests, with a deadline of its own, so live windows of many
+sessions (and whatever else is pending for the same model) share forward passes."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+import numpy as np
+
+from asrserve.audio.features import window_frames
+from asrserve.batcher.scheduler import Scheduler
+from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, ChunkInput, Engine, RawSegment
+from asrserve.errors import InvalidRequest
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.settings import Settings
+
+LIVE_PRIORITY = -1  # ahead of interactive requests (0); live audio never becomes a job
+
+
+class LiveDecoder:
+    def __init__(self, scheduler: Scheduler, settings: Settings) -> None:
+        self._scheduler = scheduler
+        self._settings = settings
+
+    def engine(self, model: str) -> Engine:
+        """Where a model's features are made (:class:`InvalidRequest` if not served here)."""
+        device = self._scheduler.devices[0]
+        if device.model_id(model) not in device.engines:
+            served = ", ".join(device.engines)
+            message = f"model {model!r} is not served here ({served})"
+            raise InvalidRequest(message, param="model", code="model_not_found")
+        return device.engine_for(model)
+
+    async def _chunk(
+        self, engine: Engine, audio: np.ndarray, full: bool, context: str = ""
+    ) -> ChunkInput:
+        duration = audio.shape[0] / SAMPLING_RATE
+        windows = (CHUNK_SECONDS,) if full else self._settings.windows_for(engine.multilingual)
+        frames = window_frames(duration, windows)
+        features = await asyncio.to_thread(functools.partial(engine.features, audio, frames))
+        return ChunkInput(features=features, offset=0.0, duration=duration, context=context)
+
+    async def decode(
+        self,
+        session: str,
+        options: TranscriptionOptions,
+        audio: np.ndarray,
+        deadline_s: float,
+        context: str = "",
+    ) -> asyncio.Future[list[RawSegment]]:
+        """The window's segments (conditioned on ``context``, the text said before it), once
+        a device has run it; the future fails with ``DeadlineExceeded`` if none has started
+        it within ``deadline_s``, and cancelling it before then drops the window unrun."""
+        chunk = await self._chunk(self.engine(options.model), audio, False, context)
+        deadline = self._scheduler.clock.now() + deadline_s
+        [future] = self._scheduler.submit_chunks(session, LIVE_PRIORITY, options, [chunk], deadline)
+        return future
+
+    async def detect(
+        self, session: str, model: str, audio: np.ndarray, deadline_s: float
+    ) -> tuple[str, float]:
+        """The spoken language of ``audio`` (a multilingual model, no language given),
+        decided on a full 30 s window as Whisper's own detection is."""
+        chunk = await self._chunk(self.engine(model), audio, full=True)
+        deadline = self._scheduler.clock.now() + deadline_s
+        return await self._scheduler.submit_detect(session, LIVE_PRIORITY, model, chunk, deadline)
+
+
+def text_of(segments: list[RawSegment]) -> str:
+    return "".join(segment.text for segment in segments).strip()

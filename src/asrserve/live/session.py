@@ -1,0 +1,338 @@
+"""One live session: audio in as it is spoken, turns out as they end.
+
+Audio is appended in frames; with turn detection (``server_vad``) a turn opens when speech
+starts and closes when it stops, without it the client commits the buffer. While a turn is
+open, its audio so far is decoded again every ``interim_s`` of new audio (an interim decode,
+whose agreed words go out as deltas); a newer interim replaces one that no device has started
+yet, and one that cannot start within its deadline is dropped. When the turn closes, it is
+decoded once more (the final decode) and its text goes out as the completed transcript.
+Server events are put on :attr:`LiveSession.events` as dicts in OpenAI's realtime shapes,
+without ``event_id`` (the edge numbers them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from asrserve.batcher.scheduler import DeadlineExceeded
+from asrserve.engine.base import SAMPLING_RATE, RawSegment
+from asrserve.errors import STATUS_OF_KIND, AsrError, error_body
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.live.agreement import Agreement
+from asrserve.live.audio import PcmInput
+from asrserve.live.buffer import Pcm
+from asrserve.live.decoder import LiveDecoder, text_of
+from asrserve.live.errors import LiveError
+from asrserve.live.turns import Edge, TurnDetection, TurnDetector
+
+Event = dict[str, Any]
+CONTEXT_CHARS = 400  # of the text said before, the most a turn's decode is conditioned on
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LiveLimits:
+    interim_s: float = 1.0  # new audio between two interim decodes of an open turn
+    interim_deadline_s: float = 1.0  # an interim no device started by then is dropped
+    final_deadline_s: float = 10.0  # a turn's final decode must start by then
+    max_turn_s: float = 29.0  # a turn this long is closed (one window holds it)
+    burst_s: float = 10.0  # how far ahead of real time a client may send
+    max_append_s: float = 10.0  # audio in one append
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    options: TranscriptionOptions
+    turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
+    input_rate: int = 24000
+
+
+def _ms(samples: int) -> int:
+    return samples * 1000 // SAMPLING_RATE
+
+
+class LiveSession:
+    def __init__(
+        self,
+        session_id: str,
+        decoder: LiveDecoder,
+        config: SessionConfig,
+        limits: LiveLimits,
+        charge: Callable[[float], Awaitable[None]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.id = session_id
+        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        self._decoder = decoder
+        self._limits = limits
+        self._charge = charge
+        self._clock = clock
+        self._started = clock()
+        self._pcm = Pcm()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._interim: tuple[asyncio.Future[list[RawSegment]], asyncio.Task[None]] | None = None
+        self._last_final: asyncio.Task[None] | None = None
+        self._turn: _Turn | None = None
+        self._previous_item: str | None = None
+        self._said = ""  # the latest completed turns' text, which the next decodes follow
+        self.configure(config)
+
+    # --- what the client does ---------------------------------------------------------
+    def configure(self, config: SessionConfig) -> None:
+        self.config = config
+        self._input = PcmInput(config.input_rate)
+        self._detector = TurnDetector(config.turn_detection) if config.turn_detection else None
+
+    async def append(self, data: bytes) -> None:
+        seconds = len(data) / 2 / self._input.rate
+        if seconds > self._limits.max_append_s:
+            raise LiveError(
+                f"an append holds at most {self._limits.max_append_s:g} s of audio",
+                code="input_audio_too_long",
+                fatal=True,
+            )
+        ahead = self._input.seconds + seconds - (self._clock() - self._started)
+        if ahead > self._limits.burst_s:
+            raise LiveError(
+                f"audio arrives {ahead:.1f} s ahead of real time (at most "
+                f"{self._limits.burst_s:g} s): send it as it is spoken",
+                code="input_too_fast",
+                fatal=True,
+            )
+        samples, edges = await asyncio.to_thread(self._convert, data)
+        start = self._pcm.end
+        self._pcm.append(samples)
+        for edge in edges:
+            if edge.edge is Edge.STARTED:
+                at = max(edge.at - self._prefix, self._pcm.start)
+                self._open(at, speech_at=edge.at)
+            elif self._turn is not None:
+                self._emit_stopped(edge.at)
+                await self._close()
+        if self._detector is None and self._turn is None and self._pcm.end > start:
+            self._open(start, speech_at=None)
+        await self._follow()
+
+    async def commit(self) -> None:
+        """Close the open turn now (without turn detection: the buffer)."""
+        if self._turn is None or self._pcm.end <= self._turn.start:
+            raise LiveError(
+                "the input audio buffer is empty: nothing to commit",
+                code="input_audio_buffer_commit_empty",
+            )
+        await self._close()
+
+    def clear(self) -> None:
+        """Drop the open turn's audio."""
+        self._cancel_interim()
+        self._turn = None
+        self._pcm.drop_before(self._pcm.end)
+        self.events.put_nowait({"type": "input_audio_buffer.cleared"})
+
+    async def drain(self) -> None:
+        """Wait for every decode asked for so far to end (its events are out then)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def close(self) -> None:
+        """The client is gone: nothing it asked for runs any more."""
+        self._cancel_interim()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- turns ------------------------------------------------------------------------
+    @property
+    def _prefix(self) -> int:
+        detection = self.config.turn_detection
+        return detection.prefix_samples if detection else 0
+
+    def _convert(self, data: bytes) -> tuple[np.ndarray, list[Any]]:
+        samples = self._input.convert(data)
+        edges = self._detector.feed(samples) if self._detector is not None else []
+        return samples, edges
+
+    def _open(self, at: int, speech_at: int | None) -> None:
+        self._turn = _Turn(item=f"item_{secrets.token_hex(8)}", start=at)
+        if speech_at is not None:
+            self.events.put_nowait(
+                {
+                    "type": "input_audio_buffer.speech_started",
+                    "audio_start_ms": _ms(speech_at),
+                    "item_id": self._turn.item,
+                }
+            )
+
+    def _emit_stopped(self, at: int) -> None:
+        assert self._turn is not None
+        self.events.put_nowait(
+            {
+                "type": "input_audio_buffer.speech_stopped",
+                "audio_end_ms": _ms(at),
+                "item_id": self._turn.item,
+            }
+        )
+
+    async def _follow(self) -> None:
+        """Keep the open turn within one window, and its interim text fresh."""
+        turn = self._turn
+        if turn is None:
+            if self._detector is not None:  # keep only what a turn may start with
+                self._pcm.drop_before(self._pcm.end - self._prefix)
+            return
+        length = (self._pcm.end - turn.start) / SAMPLING_RATE
+        if length >= self._limits.max_turn_s:
+            if self._detector is None:
+                raise LiveError(
+                    f"commit the input audio buffer at least every {self._limits.max_turn_s:g} s",
+                    code="input_audio_buffer_too_long",
+                    fatal=True,
+                )
+            await self._close()  # a turn that long goes on as the next one
+            if self._detector.speaking:
+                self._open(self._pcm.end, speech_at=None)
+            return
+        if (self._pcm.end - turn.decoded) / SAMPLING_RATE >= self._limits.interim_s:
+            turn.decoded = self._pcm.end
+            await self._submit_interim(turn, self._pcm.since(turn.start))
+
+    async def _close(self) -> None:
+        turn, self._turn = self._turn, None
+        if turn is None:
+            return
+        self._cancel_interim()
+        audio = self._pcm.since(turn.start)
+        self._pcm.drop_before(self._pcm.end - self._prefix)
+        self.events.put_nowait(
+            {
+                "type": "input_audio_buffer.committed",
+                "previous_item_id": self._previous_item,
+                "item_id": turn.item,
+            }
+        )
+        self._previous_item = turn.item
+        await self._charge(audio.shape[0] / SAMPLING_RATE)
+        previous, self._last_final = self._last_final, None
+        task = self._spawn(self._decode_final(turn, audio, previous))
+        self._last_final = task
+
+    # --- decodes ----------------------------------------------------------------------
+    async def _options(self, audio: np.ndarray) -> TranscriptionOptions:
+        options = self.config.options
+        engine = self._decoder.engine(options.model)
+        if options.language is None and engine.multilingual:
+            deadline = self._limits.final_deadline_s
+            language, _ = await self._decoder.detect(self.id, options.model, audio, deadline)
+            options = options.model_copy(update={"language": language})
+            self.config = SessionConfig(options, self.config.turn_detection, self._input.rate)
+        return options
+
+    async def _submit_interim(self, turn: _Turn, audio: np.ndarray) -> None:
+        """The turn so far into the scheduler, in place of the interim before it (dropped
+        unrun if no device has started it: a newer window is queued)."""
+        options = self.config.options
+        if options.language is None and self._decoder.engine(options.model).multilingual:
+            return  # no interim text before the session's language is known
+        self._cancel_interim()
+        future = await self._decoder.decode(
+            self.id, options, audio, self._limits.interim_deadline_s, self._said
+        )
+        self._interim = (future, self._spawn(self._interim_text(turn, future)))
+
+    async def _interim_text(self, turn: _Turn, future: asyncio.Future[list[RawSegment]]) -> None:
+        try:
+            segments = await future
+        except DeadlineExceeded:
+            return  # a newer interim, or the final, will do
+        delta = turn.agreement.delta(text_of(segments))
+        if delta and self._turn is turn:
+            self.events.put_nowait(
+                {
+                    "type": "conversation.item.input_audio_transcription.delta",
+                    "item_id": turn.item,
+                    "content_index": 0,
+                    "delta": delta,
+                }
+            )
+
+    async def _decode_final(
+        self, turn: _Turn, audio: np.ndarray, previous: asyncio.Task[None] | None
+    ) -> None:
+        try:
+            options = await self._options(audio)
+            future = await self._decoder.decode(
+                self.id, options, audio, self._limits.final_deadline_s, self._said
+            )
+            text: str | None = text_of(await future)
+        except DeadlineExceeded:
+            text = None
+        if previous is not None:  # turns complete in the order they were spoken
+            with contextlib.suppress(asyncio.CancelledError):
+                await previous
+        if text is None:
+            error = {
+                "type": "server_error",
+                "code": "deadline_exceeded",
+                "message": "no device could run the turn in time",
+            }
+            self.events.put_nowait(
+                {
+                    "type": "conversation.item.input_audio_transcription.failed",
+                    "item_id": turn.item,
+                    "content_index": 0,
+                    "error": error,
+                }
+            )
+            return
+        self._said = (self._said + " " + text).strip()[-CONTEXT_CHARS:]
+        self.events.put_nowait(
+            {
+                "type": "conversation.item.input_audio_transcription.completed",
+                "item_id": turn.item,
+                "content_index": 0,
+                "transcript": text,
+            }
+        )
+
+    def _cancel_interim(self) -> None:
+        """The scheduler drops a cancelled window no device has started (one running is let
+        finish, its text unused)."""
+        if self._interim is not None:
+            for waiting in self._interim:
+                waiting.cancel()
+            self._interim = None
+
+    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        if isinstance(exc, AsrError):
+            body = error_body(STATUS_OF_KIND[exc.kind], exc.message, param=exc.param, code=exc.code)
+        else:
+            log.error("live session %s: decode failed", self.id, exc_info=exc)
+            body = error_body(500, "the decode failed", code="internal_error")
+        self.events.put_nowait({"type": "error", **body})
+
+
+class _Turn:
+    def __init__(self, item: str, start: int) -> None:
+        self.item = item
+        self.start = start  # sample where its audio begins
+        self.decoded = start  # end of the audio of its latest interim decode
+        self.agreement = Agreement()

@@ -1,0 +1,116 @@
+"""The parts of a live session that need no model: turn rules, interim agreement, the audio
+buffer, input conversion and the session settings a client sends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asrserve.audio.vad import WINDOW
+from asrserve.engine.base import ModelInfo
+from asrserve.engine.catalog import Catalog
+from asrserve.errors import InvalidRequest
+from asrserve.live import config as live_config
+from asrserve.live.agreement import Agreement
+from asrserve.live.audio import PcmInput
+from asrserve.live.buffer import Pcm
+from asrserve.live.errors import LiveError
+from asrserve.live.turns import Edge, TurnDetection, TurnEdge, TurnRules
+
+
+def edges(rules: TurnDetection, probabilities: list[float]) -> list[TurnEdge]:
+    turns = TurnRules(rules)
+    found = (turns.push(p) for p in probabilities)
+    return [edge for edge in found if edge is not None]
+
+
+def test_a_turn_starts_at_speech_and_stops_after_enough_silence() -> None:
+    rules = TurnDetection(threshold=0.5, silence_duration_ms=96)  # 3 windows of 32 ms
+    speech = [0.1, 0.9, 0.8, 0.2, 0.1, 0.7, 0.9, 0.1, 0.1, 0.1, 0.1]
+    assert edges(rules, speech) == [
+        TurnEdge(Edge.STARTED, 1 * WINDOW),
+        # two quiet windows (3, 4) are a pause, not the end; 7, 8, 9 are
+        TurnEdge(Edge.STOPPED, 7 * WINDOW),
+    ]
+
+
+def test_no_speech_makes_no_turn() -> None:
+    assert edges(TurnDetection(), [0.49] * 100) == []
+
+
+def test_agreed_words_go_out_once_and_never_change() -> None:
+    agreement = Agreement()
+    assert agreement.delta("the quick") == ""  # nothing to agree with yet
+    assert agreement.delta("the quick brown") == "the quick"
+    assert agreement.delta("the quick brown fox jumps") == " brown"
+    assert agreement.delta("the quack brown fox jumps over") == ""  # disagrees early: holds
+    # sent words stay sent: what is agreed beyond them goes out
+    assert agreement.delta("the quack brown fox jumps over it") == " fox jumps over"
+    assert agreement.delta("the quack brown fox jumps over it") == " it"
+
+
+def test_the_buffer_keeps_what_is_asked_for_by_index() -> None:
+    pcm = Pcm()
+    pcm.append(np.arange(0, 10, dtype=np.float32))
+    pcm.append(np.arange(10, 25, dtype=np.float32))
+    assert (pcm.start, pcm.end) == (0, 25)
+    pcm.drop_before(20)
+    assert pcm.start == 20 and pcm.since(22).tolist() == [22, 23, 24]
+    assert pcm.since(0).tolist() == [20, 21, 22, 23, 24]  # before the oldest: from it
+    pcm.drop_before(25)
+    assert pcm.since(0).size == 0 and pcm.end == 25
+
+
+def test_24_khz_input_becomes_16_khz() -> None:
+    pcm = PcmInput(24000)
+    tone = (np.sin(np.arange(24000) * 2 * np.pi * 440 / 24000) * 8000).astype("<i2")
+    out = [pcm.convert(tone[i : i + 2400].tobytes()) for i in range(0, 24000, 2400)]
+    samples = np.concatenate(out)
+    assert 15900 <= samples.shape[0] <= 16000  # the resampler holds a few back
+    assert pcm.seconds == pytest.approx(1.0)
+    assert samples.dtype == np.float32 and 0.2 < float(np.abs(samples).max()) < 0.3
+
+
+def test_bad_input_audio_is_refused() -> None:
+    with pytest.raises(LiveError, match="even number of bytes"):
+        PcmInput(16000).convert(b"\x00\x01\x02")
+    with pytest.raises(LiveError, match="16000 or 24000"):
+        PcmInput(44100)
+
+
+def catalog() -> Catalog:
+    info = ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)
+    return Catalog.of([info])
+
+
+def test_a_session_update_sets_what_it_names() -> None:
+    start = live_config.default_config(catalog())
+    assert start.input_rate == 24000 and start.turn_detection is not None
+    update = {
+        "input_audio_format": {"type": "audio/pcm", "rate": 16000},
+        "input_audio_transcription": {"model": "whisper-1", "language": "en"},
+        "turn_detection": {"type": "server_vad", "silence_duration_ms": 800},
+    }
+    new = live_config.updated(start, update, catalog())
+    assert new.input_rate == 16000 and new.options.language == "en"
+    assert new.turn_detection == TurnDetection(silence_duration_ms=800)
+    view = live_config.view("sess_1", new)
+    assert view["input_audio_format"] == {"type": "audio/pcm", "rate": 16000}
+    assert view["turn_detection"]["silence_duration_ms"] == 800
+    assert live_config.updated(new, {"turn_detection": None}, catalog()).turn_detection is None
+
+
+@pytest.mark.parametrize(
+    ("update", "param"),
+    [
+        ({"input_audio_format": "g711_ulaw"}, "session.input_audio_format"),
+        ({"turn_detection": {"type": "semantic_vad"}}, "session.turn_detection"),
+        ({"turn_detection": {"threshold": 2}}, "session.turn_detection.threshold"),
+        ({"input_audio_transcription": {"language": "de"}}, "language"),
+        ({"input_audio_transcription": {"model": "large-v9"}}, "model"),
+    ],
+)
+def test_a_bad_session_update_names_its_field(update: dict[str, object], param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        live_config.updated(live_config.default_config(catalog()), update, catalog())
+    assert caught.value.param == param

@@ -1,0 +1,168 @@
+"""A live session against the real scheduler and a fake engine (which decodes a window to
+its length as text): turns committed by the client, interims that give way to newer ones,
+and the limits that end a session."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.jobs.models import Priority, TranscriptionOptions
+from asrserve.live.decoder import LiveDecoder
+from asrserve.live.errors import LiveError
+from asrserve.live.session import LiveLimits, LiveSession, SessionConfig
+from asrserve.settings import Settings
+from tests.support.fakes import FakeEngine, chunk
+
+MANUAL = SessionConfig(options=TranscriptionOptions(), turn_detection=None, input_rate=16000)
+PATIENT = LiveLimits(interim_deadline_s=60.0, final_deadline_s=60.0)
+
+
+def pcm(seconds: float) -> bytes:
+    return np.zeros(int(seconds * 16000), dtype="<i2").tobytes()
+
+
+class Wall:
+    """The session's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run(
+    body: Callable[[LiveSession, FakeEngine, Scheduler, Wall], Awaitable[None]],
+    limits: LiveLimits = PATIENT,
+) -> tuple[FakeEngine, list[dict[str, Any]]]:
+    engine = FakeEngine()
+    charged: list[float] = []
+    events: list[dict[str, Any]] = []
+
+    async def charge(seconds: float) -> None:
+        charged.append(seconds)
+
+    async def main() -> None:
+        scheduler = Scheduler([Device.of("0", engine)], SchedulerConfig("greedy"))
+        loops = asyncio.create_task(scheduler.run())
+        wall = Wall()
+        decoder = LiveDecoder(scheduler, Settings())
+        session = LiveSession("sess_1", decoder, MANUAL, limits, charge, clock=wall)
+        try:
+            await asyncio.wait_for(body(session, engine, scheduler, wall), 10)
+            await session.drain()
+        finally:
+            engine.gate.set()
+            await session.close()
+            loops.cancel()
+            await asyncio.gather(loops, return_exceptions=True)
+            scheduler.close()
+        while not session.events.empty():
+            events.append(session.events.get_nowait())
+
+    asyncio.run(main())
+    events.append({"type": "charged", "seconds": charged})
+    return engine, events
+
+
+def test_a_committed_turn_completes_with_its_text() -> None:
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        wall.now = 3.0
+        await session.append(pcm(1.5))
+        await session.append(pcm(1.0))
+        await session.commit()
+
+    _, events = run(body)
+    types = [event["type"] for event in events]
+    assert types[-3:] == [
+        "input_audio_buffer.committed",
+        "conversation.item.input_audio_transcription.completed",
+        "charged",
+    ], types
+    completed = events[-2]
+    assert completed["transcript"] == "2.5" and completed["item_id"] == events[-3]["item_id"]
+    assert events[-1]["seconds"] == [2.5]  # the owner's quota is charged each turn's audio
+
+
+def test_a_newer_interim_replaces_one_no_device_has_started() -> None:
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        engine.gate.clear()
+        s.submit_chunks("other", Priority.INTERACTIVE, TranscriptionOptions(), [chunk(5.0)])
+        assert await asyncio.to_thread(engine.entered.wait, 5)  # the one device is busy
+        wall.now = 10.0
+        await session.append(pcm(1.0))  # an interim of 1 s goes in...
+        assert s.pending_count() == 1
+        await session.append(pcm(1.0))  # ...and gives way to one of 2 s
+        await session.append(pcm(0.5))
+        engine.gate.set()
+        await session.drain()
+
+    engine, _ = run(body)
+    assert engine.batches == [[5.0], [2.0]]  # the 1 s interim never ran
+
+
+def test_audio_faster_than_real_time_ends_the_session() -> None:
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        wall.now = 1.0
+        await session.append(pcm(8.0))  # 7 s ahead: within the 10 s allowed
+        with pytest.raises(LiveError) as caught:
+            await session.append(pcm(4.0))  # 11 s ahead
+        assert caught.value.code == "input_too_fast" and caught.value.fatal
+
+    run(body, LiveLimits(interim_s=100.0))
+
+
+def test_a_buffer_never_committed_ends_the_session() -> None:
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        for second in range(28):
+            wall.now = second + 1.0
+            await session.append(pcm(1.0))
+        wall.now = 29.0
+        with pytest.raises(LiveError) as caught:  # 29 s: what one window holds, less margin
+            await session.append(pcm(1.0))
+        assert caught.value.code == "input_audio_buffer_too_long" and caught.value.fatal
+
+    run(body, LiveLimits(interim_s=100.0))
+
+
+def test_an_empty_commit_is_an_error_the_session_survives() -> None:
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        with pytest.raises(LiveError) as caught:
+            await session.commit()
+        assert caught.value.code == "input_audio_buffer_commit_empty"
+        assert not caught.value.fatal
+        wall.now = 2.0
+        await session.append(pcm(1.0))
+        await session.commit()
+
+    _, events = run(body)
+    assert events[-2]["transcript"] == "1.0"
+
+
+def test_closing_drops_the_decodes_not_started() -> None:
+    pending: list[int] = []
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        engine.gate.clear()
+        [other] = s.submit_chunks(
+            "other", Priority.INTERACTIVE, TranscriptionOptions(), [chunk(5.0)]
+        )
+        assert await asyncio.to_thread(engine.entered.wait, 5)
+        wall.now = 5.0
+        await session.append(pcm(1.0))
+        assert s.pending_count() == 1  # the turn's interim, queued behind the busy device
+        await session.close()
+        engine.gate.set()
+        await other
+        for _ in range(20):  # loop turns: the free device looks at what is pending
+            await asyncio.sleep(0)
+        pending.append(s.pending_count())
+
+    engine, _ = run(body)
+    assert pending == [0] and engine.batches == [[5.0]]
