@@ -1,0 +1,150 @@
+"""Live transcription end to end: a real WebSocket client speaking OpenAI's realtime
+transcription events to the real server and model, replaying recordings at real-time pace,
+and the clients a live session must end."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import av
+import numpy as np
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from asrserve.audio.decode import decode
+from asrserve.corpus import Clip
+from asrserve.wer import wer
+from tests.support.servers import JFK, REAL_SPEECH, Server, needs_real_speech
+
+pytestmark = pytest.mark.slow
+Event = dict[str, Any]
+
+
+def session(server: Server) -> ClientConnection:
+    url = server.url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+    return connect(url, open_timeout=10, close_timeout=5)
+
+
+def pcm16(samples: np.ndarray, rate: int) -> bytes:
+    """16 kHz float samples as little-endian PCM16 at ``rate``."""
+    if rate != 16000:
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
+        frame.sample_rate = 16000
+        frames = [*resampler.resample(frame), *resampler.resample(None)]
+        samples = np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
+    return (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+
+
+def append(audio: bytes) -> str:
+    return json.dumps(
+        {"type": "input_audio_buffer.append", "audio": base64.b64encode(audio).decode()}
+    )
+
+
+def replay(ws: ClientConnection, audio: bytes, rate: int, frame_ms: int) -> None:
+    """Send ``audio`` in frames of ``frame_ms``, each when it would have been spoken."""
+    step = rate * frame_ms // 1000 * 2
+    start = time.monotonic()
+    for at in range(0, len(audio), step):
+        ws.send(append(audio[at : at + step]))
+        spoken = (at + step) / 2 / rate
+        time.sleep(max(0.0, start + spoken - time.monotonic()))  # real-time pace: the input
+
+
+def events_until_quiet(ws: ClientConnection, quiet_s: float) -> Iterator[Event]:
+    while True:
+        try:
+            yield json.loads(ws.recv(timeout=quiet_s))
+        except (TimeoutError, ConnectionClosed):
+            return
+
+
+def live_text(server: Server, samples: np.ndarray, rate: int, frame_ms: int) -> list[Event]:
+    """Every server event of one session that replays ``samples`` (then 2 s of silence)."""
+    with session(server) as ws:
+        created = json.loads(ws.recv(timeout=10))
+        assert created["type"] == "transcription_session.created", created
+        if rate == 16000:
+            fmt = {"type": "audio/pcm", "rate": 16000}
+            ws.send(
+                json.dumps(
+                    {"type": "transcription_session.update", "session": {"input_audio_format": fmt}}
+                )
+            )
+        silence = np.zeros(2 * 16000, dtype=np.float32)
+        replay(ws, pcm16(np.concatenate([samples, silence]), rate), rate, frame_ms)
+        return [created, *events_until_quiet(ws, 3.0)]
+
+
+def check_turns(events: list[Event]) -> list[str]:
+    """The completed transcripts, after checking each turn's events tell one story."""
+    started = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.speech_started"]
+    stopped = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.speech_stopped"]
+    committed = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.committed"]
+    done = [e for e in events if e["type"].endswith("input_audio_transcription.completed")]
+    assert started == stopped == committed == [e["item_id"] for e in done], events
+    assert len({e["event_id"] for e in events}) == len(events)  # every event numbered once
+    for delta in (e for e in events if e["type"].endswith("transcription.delta")):
+        assert delta["item_id"] in started and delta["delta"].strip()
+    return [e["transcript"] for e in done]
+
+
+@needs_real_speech
+def test_live_turns_from_recordings_at_real_time_pace(server: Server, corpus: list[Clip]) -> None:
+    """JFK at 24 kHz in 100 ms frames (OpenAI's format) and a corpus clip at 16 kHz in
+    20 ms frames: server VAD cuts turns at the pauses, each turn completes in order, and
+    the text is the speech (WER against the references; the comparison with the same
+    audio sent as files is in docs/benchmarks.md)."""
+    refs = json.loads((REAL_SPEECH / "references.json").read_text())
+    clip = min(corpus[:-1], key=lambda c: abs(c.duration - 8.0))
+    spoken = [
+        (decode(JFK, 60), 24000, 100, refs["jfk.flac"]),
+        (decode(clip.path, 60), 16000, 20, clip.text),
+    ]
+    said, heard = [], []
+    for samples, rate, frame_ms, reference in spoken:
+        turns = check_turns(live_text(server, samples, rate, frame_ms))
+        assert len(turns) >= 2, turns  # both have pauses between sentences
+        said.append(reference)
+        heard.append(" ".join(turns))
+    assert wer(said, heard) <= 0.15, heard
+
+
+def test_a_session_ends_clients_that_break_the_rules(server: Server) -> None:
+    with session(server) as ws:  # an unknown event is an error the session survives
+        assert json.loads(ws.recv(timeout=10))["type"] == "transcription_session.created"
+        ws.send(json.dumps({"type": "response.create"}))
+        error = json.loads(ws.recv(timeout=10))
+        assert error["type"] == "error" and error["error"]["code"] == "unknown_event"
+        ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        error = json.loads(ws.recv(timeout=10))
+        assert error["error"]["code"] == "input_audio_buffer_commit_empty"
+
+    with session(server) as ws:  # garbage: an error, then the session is closed
+        ws.recv(timeout=10)
+        ws.send("this is not json")
+        error = json.loads(ws.recv(timeout=10))
+        assert error["error"]["code"] == "invalid_json"
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
+    with session(server) as ws:  # 20 s of audio at once: faster than real time
+        ws.recv(timeout=10)
+        ten_seconds = np.zeros(10 * 24000, dtype="<i2").tobytes()
+        ws.send(append(ten_seconds))
+        ws.send(append(ten_seconds))
+        codes = [e["error"]["code"] for e in events_until_quiet(ws, 5.0) if e["type"] == "error"]
+        assert codes == ["input_too_fast"]
+        assert ws.close_code == 1008
+
+    url = server.url.replace("http://", "ws://") + "/v1/realtime"
+    with connect(url, open_timeout=10) as ws:  # not ?intent=transcription
+        error = json.loads(ws.recv(timeout=10))
+        assert error["type"] == "error" and error["error"]["code"] == "invalid_intent"
