@@ -38,7 +38,8 @@ def pcm16(samples: np.ndarray, rate: int) -> bytes:
         frame.sample_rate = 16000
         frames = [*resampler.resample(frame), *resampler.resample(None)]
         samples = np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
-    return (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    pcm: bytes = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    return pcm
 
 
 def append(audio: bytes) -> str:
