@@ -17,6 +17,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from asrserve.bench.server import free_port
 from asrserve.corpus import Clip
@@ -99,6 +102,7 @@ def test_tenants_see_only_their_own_work(
         ("GET", f"/v1/jobs/{job['id']}"),
         ("GET", f"/v1/jobs/{job['id']}/transcript"),
         ("DELETE", f"/v1/jobs/{job['id']}"),
+        ("GET", f"/v1/jobs/{job['id']}/events"),
     ]:
         denied = httpx.request(method, f"{url}{path}", headers=auth(bob))
         assert denied.status_code == 404 and denied.json()["error"]["code"] == "job_not_found"
@@ -158,6 +162,21 @@ def test_tenants_see_only_their_own_work(
     for path in ("/metrics", "/v1/scheduler", "/v1/dashboard/stats"):
         assert httpx.get(f"{url}{path}", headers=auth(alice)).status_code == 403
         assert httpx.get(f"{url}{path}", headers=auth(admin)).status_code == 200
+
+    # live sessions: the key in the Authorization header or as OpenAI's key subprotocol
+    live = url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+    with connect(live, open_timeout=10) as ws:
+        refused = json.loads(ws.recv(timeout=10))
+        assert refused["error"]["code"] == "invalid_api_key"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=10)
+        assert ws.close_code == 1008
+    with connect(live, additional_headers=auth(alice), open_timeout=10) as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "transcription_session.created"
+    protocols = [Subprotocol("realtime"), Subprotocol(f"openai-insecure-api-key.{bob}")]
+    with connect(live, subprotocols=protocols, open_timeout=10) as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "transcription_session.created"
+        assert ws.subprotocol == "realtime"
 
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=alice, max_retries=0)
     with short.path.open("rb") as handle:
