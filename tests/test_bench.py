@@ -187,6 +187,28 @@ def test_bench_stream_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     assert "first delta" in done.stdout
 
 
+def test_bench_live_scenario(corpus: list[Clip], tmp_path: Path) -> None:
+    """``--live 2``: two sessions at once replaying the clips at real-time pace for 8 s:
+    their turns complete, and the report gives the delays, batches and WER."""
+    common, report = bench_command(corpus, tmp_path)
+    done = subprocess.run(
+        [*common, "--live", "2", "--live-seconds", "8", "--policies", "greedy"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    live = json.loads(report.read_text())["live"]
+    [row] = live["policies"]["greedy"]["rows"]
+    assert row["sessions"] == 2 and row["errors"] == 0, row
+    assert row["turns"] >= 2 and 0 < row["turn_p50_s"] <= row["turn_p95_s"]
+    assert row["wer"] <= 0.5 and 0 < row["busy_fraction"] < 1
+    largest = live["policies"]["greedy"]["largest_n"]
+    assert largest == (2 if row["turn_p95_s"] <= 1.5 else 0)
+    assert "largest N within the target" in done.stdout
+
+
 def test_bench_distributed_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     """``--distributed``: embedded, then 1 worker node × 2 threads and 2 × 1 behind an API
     node on a throwaway Redis, and the hop probe; every request answered, report complete."""

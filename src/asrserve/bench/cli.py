@@ -23,6 +23,7 @@ from asrserve.bench.runner import (
 from asrserve.bench.soak import SoakConfig, run_soak
 from asrserve.settings import Settings
 
+DEFAULT_POLICIES = "greedy,window,none"
 ENV_FLAGS = {
     "beam_size": "ASRSERVE_BEAM_SIZE",
     "max_batch_size": "ASRSERVE_MAX_BATCH_SIZE",
@@ -41,7 +42,7 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--url", help="an already running server (default: start one per policy)")
     bench.add_argument(
         "--policies",
-        default="greedy,window,none",
+        default=DEFAULT_POLICIES,
         help="policies side by side; POLICY@RxT runs one on R CPU replicas × T threads "
         "(e.g. greedy,none@1x2,none@2x1)",
     )
@@ -135,6 +136,16 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         help="several models instead: each alone on a server of its own, then all on one "
         "server, the first --concurrency clients split evenly between them, each model "
         "--requests answers (default: the files); audio s / wall s per model and in all",
+    )
+    bench.add_argument(
+        "--live",
+        type=_sizes,
+        metavar="N,M",
+        help="live sessions instead: N (then M...) WebSocket sessions at once replaying the "
+        "files at real-time pace, per policy in --policies (default greedy,none)",
+    )
+    bench.add_argument(
+        "--live-seconds", type=_above_zero, default=30.0, help="--live: audio per session (30)"
     )
     bench.add_argument(
         "--stream",
@@ -258,7 +269,27 @@ def _scenario(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
         return _models(args, files, env)
     if args.stream is not None:
         return _stream(args, files, env)
+    if args.live is not None:
+        return _live(args, files, env)
     return None
+
+
+def _live(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    import tempfile
+
+    from asrserve.bench.live import live_report, measure_live
+
+    if args.url is not None:
+        raise SystemExit("asrserve bench: --live starts the servers it measures")
+    policies = args.policies.split(",") if args.policies != DEFAULT_POLICIES else ["greedy", "none"]
+    with tempfile.TemporaryDirectory(prefix="asrserve-bench-live-") as tmp:
+        body = measure_live(files, list(args.live), policies, args.live_seconds, env, Path(tmp))
+    print(live_report(body))
+    if args.json is not None:
+        audio = sum(f.duration for f in files)
+        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
+        write_json(args.json, [], None, {**meta, "settings": env}, {"live": body})
+    return 0
 
 
 def _stream(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:

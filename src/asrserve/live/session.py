@@ -246,9 +246,12 @@ class LiveSession:
         future = await self._decoder.decode(
             self.id, options, audio, self._limits.interim_deadline_s, self._said
         )
-        self._interim = (future, self._spawn(self._interim_text(turn, future)))
+        task = self._spawn(self._interim_text(turn, future, self._pcm.end))
+        self._interim = (future, task)
 
-    async def _interim_text(self, turn: _Turn, future: asyncio.Future[list[RawSegment]]) -> None:
+    async def _interim_text(
+        self, turn: _Turn, future: asyncio.Future[list[RawSegment]], end: int
+    ) -> None:
         try:
             segments = await future
         except DeadlineExceeded:
@@ -261,6 +264,7 @@ class LiveSession:
                     "item_id": turn.item,
                     "content_index": 0,
                     "delta": delta,
+                    "audio_end_ms": _ms(end),  # ours: the audio this text was decoded from
                 }
             )
 

@@ -1,0 +1,197 @@
+"""``asrserve bench --live N,M``: how many live sessions one machine holds.
+
+For each policy, a fresh server; for each N, N WebSocket sessions at once, each replaying
+the bench files one after another (1 s of silence between them, each session from another
+file) at real-time pace in 100 ms frames of 24 kHz PCM16, as OpenAI's clients send, for
+``--live-seconds``; a frame is sent once it has been spoken. Per N: the delay of each
+completed turn (from the end of its speech, where the server's VAD puts it, ``audio_end_ms``,
+to its ``completed`` event), of each interim delta (from the end of the audio it was decoded
+from), the mean batch size and the devices' busy fraction over the run (``/v1/scheduler``),
+errors, and the completed turns' WER against the files' references. The answer per policy:
+the largest N whose completed-turn p95 is at most ``TARGET_P95_S``, without errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from websockets.asyncio.client import connect
+
+from asrserve.audio.decode import decode
+from asrserve.bench.load import AudioFile
+from asrserve.bench.runner import policy_env
+from asrserve.bench.server import ServerProcess
+from asrserve.wer import wer
+
+RATE = 24000
+FRAME_S = 0.1
+GAP_S = 1.0
+TARGET_P95_S = 1.5
+QUIET_S = 3.0  # after its audio, how long a session waits for its last events
+
+
+@dataclass
+class SessionLog:
+    turns: list[float] = field(default_factory=list)  # completed-turn delays, s
+    deltas: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    heard: list[str] = field(default_factory=list)
+    said: list[str] = field(default_factory=list)
+
+
+def program(files: list[AudioFile], first: int, seconds: float) -> tuple[bytes, list[str]]:
+    """A session's audio: files from ``first`` on, joined with gaps, at least ``seconds``
+    long, as 24 kHz PCM16; and the references of the files it holds."""
+    import av
+
+    pieces, said, length, index = [], [], 0.0, first
+    gap = np.zeros(int(GAP_S * 16000), dtype=np.float32)
+    while length < seconds:
+        file = files[index % len(files)]
+        samples = decode(file.path, 1e9)
+        pieces += [samples, gap]
+        said.append(file.reference or "")
+        length += samples.shape[0] / 16000 + GAP_S
+        index += 1
+    audio = np.concatenate(pieces)
+    resampler = av.AudioResampler(format="flt", layout="mono", rate=RATE)
+    frame = av.AudioFrame.from_ndarray(audio[None, :], format="flt", layout="mono")
+    frame.sample_rate = 16000
+    out = [*resampler.resample(frame), *resampler.resample(None)]
+    resampled = np.concatenate([f.to_ndarray().reshape(-1) for f in out])
+    return (np.clip(resampled, -1, 1) * 32767).astype("<i2").tobytes(), said
+
+
+async def run_session(url: str, audio: bytes, said: list[str], delay: float) -> SessionLog:
+    log = SessionLog(said=said)
+    await asyncio.sleep(delay)  # staggered starts, as real sessions are
+    ws_url = url.replace("http://", "ws://", 1) + "/v1/realtime?intent=transcription"
+    async with connect(ws_url, max_size=None) as ws:
+        await ws.recv()
+        start = time.monotonic()
+
+        async def read() -> None:
+            async for message in ws:
+                event = json.loads(message)
+                now = time.monotonic() - start
+                kind = event["type"]
+                if kind.endswith("input_audio_transcription.completed"):
+                    log.heard.append(event["transcript"])
+                    log.turns.append(now - ends[event["item_id"]])
+                elif kind == "input_audio_buffer.speech_stopped":
+                    ends[event["item_id"]] = event["audio_end_ms"] / 1000
+                elif kind.endswith("input_audio_transcription.delta"):
+                    log.deltas.append(now - event["audio_end_ms"] / 1000)
+                elif kind in ("error", "conversation.item.input_audio_transcription.failed"):
+                    log.errors.append(json.dumps(event)[:200])
+
+        ends: dict[str, float] = {}
+        reader = asyncio.create_task(read())
+        step = int(RATE * FRAME_S) * 2
+        for at in range(0, len(audio), step):
+            spoken = (at + step) / 2 / RATE  # a frame is sent once it has been spoken
+            await asyncio.sleep(max(0.0, start + spoken - time.monotonic()))
+            chunk = base64.b64encode(audio[at : at + step]).decode()
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+        await asyncio.sleep(QUIET_S)
+        await ws.close()
+        await asyncio.gather(reader, return_exceptions=True)
+    return log
+
+
+async def _sessions(url: str, programs: list[tuple[bytes, list[str]]]) -> list[SessionLog]:
+    spread = [i * 2.0 / max(len(programs), 1) for i in range(len(programs))]
+    runs = [run_session(url, a, s, d) for (a, s), d in zip(programs, spread, strict=True)]
+    return list(await asyncio.gather(*runs))
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 3) if values else None
+
+
+def measure_n(url: str, files: list[AudioFile], n: int, seconds: float) -> dict[str, Any]:
+    programs = [program(files, i * 3, seconds) for i in range(n)]
+    before = httpx.get(f"{url}/v1/scheduler", timeout=30).json()
+    started = time.monotonic()
+    logs = asyncio.run(_sessions(url, programs))
+    wall = time.monotonic() - started
+    after = httpx.get(f"{url}/v1/scheduler", timeout=30).json()
+    batches = after["batches"] - before["batches"]
+    items = after["items"] - before["items"]
+    busy = sum(after["device_busy_seconds"].values()) - sum(before["device_busy_seconds"].values())
+    turns = [d for log in logs for d in log.turns]
+    deltas = [d for log in logs for d in log.deltas]
+    heard = [" ".join(log.heard) for log in logs]
+    said = [" ".join(log.said) for log in logs]
+    return {
+        "sessions": n,
+        "turns": len(turns),
+        "errors": sum(len(log.errors) for log in logs),
+        "error_samples": [e for log in logs for e in log.errors][:5],
+        "turn_p50_s": _percentile(turns, 50),
+        "turn_p95_s": _percentile(turns, 95),
+        "delta_p50_s": _percentile(deltas, 50),
+        "delta_p95_s": _percentile(deltas, 95),
+        "deltas": len(deltas),
+        "mean_batch": round(items / batches, 3) if batches else None,
+        "busy_fraction": round(busy / (wall * len(after["device_busy_seconds"])), 3),
+        "wer": round(wer(said, heard), 4),
+    }
+
+
+def measure_live(
+    files: list[AudioFile],
+    counts: list[int],
+    policies: list[str],
+    seconds: float,
+    env: dict[str, str],
+    folder: Path,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"seconds": seconds, "target_p95_s": TARGET_P95_S, "policies": {}}
+    for policy in policies:
+        server_env = {**env, **policy_env(policy), "ASRSERVE_LIVE_MAX_SESSIONS": str(max(counts))}
+        server = ServerProcess(folder / policy / "data", env=server_env).start(timeout=180)
+        rows = []
+        try:
+            for n in counts:
+                row = measure_n(server.url, files, n, seconds)
+                print(f"{policy} {live_row(row)}", flush=True)
+                rows.append(row)
+        finally:
+            server.stop()
+        held = [r["sessions"] for r in rows if _within(r)]
+        body["policies"][policy] = {"rows": rows, "largest_n": max(held) if held else 0}
+    return body
+
+
+def _within(row: dict[str, Any]) -> bool:
+    p95 = row["turn_p95_s"]
+    return p95 is not None and p95 <= TARGET_P95_S and not row["errors"]
+
+
+def live_row(row: dict[str, Any]) -> str:
+    return (
+        f"N={row['sessions']}: {row['turns']} turns, {row['errors']} errors, "
+        f"turn p50/p95 {row['turn_p50_s']}/{row['turn_p95_s']} s, "
+        f"delta p50/p95 {row['delta_p50_s']}/{row['delta_p95_s']} s ({row['deltas']}), "
+        f"batch {row['mean_batch']}, busy {row['busy_fraction']}, WER {row['wer']}"
+    )
+
+
+def live_report(body: dict[str, Any]) -> str:
+    target = body["target_p95_s"]
+    lines = [
+        f"live sessions, {body['seconds']:g} s each; target: completed-turn p95 ≤ {target:g} s"
+    ]
+    for policy, result in body["policies"].items():
+        lines += [f"{policy}: " + live_row(row) for row in result["rows"]]
+        lines.append(f"{policy}: largest N within the target: {result['largest_n']}")
+    return "\n".join(lines)
