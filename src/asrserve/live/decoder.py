@@ -16,7 +16,10 @@ from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
 
-LIVE_PRIORITY = -1  # ahead of interactive requests (0); live audio never becomes a job
+# Scheduler classes ahead of interactive requests (0); live audio never becomes a job. A
+# turn's final decode goes before interim ones: its text is what a caption keeps.
+FINAL_PRIORITY = -2
+INTERIM_PRIORITY = -1
 
 
 class LiveDecoder:
@@ -49,13 +52,16 @@ class LiveDecoder:
         audio: np.ndarray,
         deadline_s: float,
         context: str = "",
+        *,
+        final: bool,
     ) -> asyncio.Future[list[RawSegment]]:
         """The window's segments (conditioned on ``context``, the text said before it), once
         a device has run it; the future fails with ``DeadlineExceeded`` if none has started
         it within ``deadline_s``, and cancelling it before then drops the window unrun."""
         chunk = await self._chunk(self.engine(options.model), audio, False, context)
         deadline = self._scheduler.clock.now() + deadline_s
-        [future] = self._scheduler.submit_chunks(session, LIVE_PRIORITY, options, [chunk], deadline)
+        priority = FINAL_PRIORITY if final else INTERIM_PRIORITY
+        [future] = self._scheduler.submit_chunks(session, priority, options, [chunk], deadline)
         return future
 
     async def detect(
@@ -65,7 +71,7 @@ class LiveDecoder:
         decided on a full 30 s window as Whisper's own detection is."""
         chunk = await self._chunk(self.engine(model), audio, full=True)
         deadline = self._scheduler.clock.now() + deadline_s
-        return await self._scheduler.submit_detect(session, LIVE_PRIORITY, model, chunk, deadline)
+        return await self._scheduler.submit_detect(session, FINAL_PRIORITY, model, chunk, deadline)
 
 
 def text_of(segments: list[RawSegment]) -> str:

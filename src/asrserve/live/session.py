@@ -36,6 +36,7 @@ from asrserve.live.turns import Edge, TurnDetection, TurnDetector
 
 Event = dict[str, Any]
 CONTEXT_CHARS = 400  # of the text said before, the most a turn's decode is conditioned on
+INTERIM_BEAM = 1  # interim text is a preview: greedy decoding, a fraction of beam 5's work
 log = logging.getLogger(__name__)
 
 
@@ -243,8 +244,9 @@ class LiveSession:
         if options.language is None and self._decoder.engine(options.model).multilingual:
             return  # no interim text before the session's language is known
         self._cancel_interim()
+        quick = options.model_copy(update={"beam_size": INTERIM_BEAM})
         future = await self._decoder.decode(
-            self.id, options, audio, self._limits.interim_deadline_s, self._said
+            self.id, quick, audio, self._limits.interim_deadline_s, self._said, final=False
         )
         task = self._spawn(self._interim_text(turn, future, self._pcm.end))
         self._interim = (future, task)
@@ -274,7 +276,7 @@ class LiveSession:
         try:
             options = await self._options(audio)
             future = await self._decoder.decode(
-                self.id, options, audio, self._limits.final_deadline_s, self._said
+                self.id, options, audio, self._limits.final_deadline_s, self._said, final=True
             )
             text: str | None = text_of(await future)
         except DeadlineExceeded:
