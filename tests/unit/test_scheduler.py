@@ -319,3 +319,26 @@ def test_the_run_timeout_follows_the_measured_speed() -> None:
     assert scheduler.run_timeout([item, item]) == pytest.approx(10 * 60 * 2 / 10)
     scheduler.close()
     future.get_loop().close()
+
+
+def test_idle_devices_share_what_is_pending() -> None:
+    """Four chunks for two idle devices: two each, side by side, not four on one device
+    while the other stays idle."""
+    first, second = FakeEngine(), FakeEngine()
+
+    async def main() -> None:
+        devices = [Device.of("0", first), Device.of("1", second)]
+        scheduler = Scheduler(devices, SchedulerConfig("greedy", max_batch_size=8))
+        loops = asyncio.create_task(scheduler.run())
+        try:
+            chunks = [chunk(5.0), chunk(5.1), chunk(5.2), chunk(5.3)]
+            futures = scheduler.submit_chunks("a", Priority.INTERACTIVE, OPTS, chunks)
+            await asyncio.wait_for(asyncio.gather(*futures), 10)
+        finally:
+            loops.cancel()
+            await asyncio.gather(loops, return_exceptions=True)
+            scheduler.close()
+
+    asyncio.run(main())
+    assert sorted(len(batch) for batch in first.batches + second.batches) == [2, 2]
+    assert len(first.batches) == len(second.batches) == 1

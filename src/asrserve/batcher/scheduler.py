@@ -287,7 +287,8 @@ class Scheduler:
             if not self._pending:
                 await self._arrival.wait()
                 continue
-            load = Load(self._busy, idle_since, self._arrivals, self.cost)
+            idle = len(self.devices) - self._busy
+            load = Load(self._busy, idle_since, self._arrivals, self.cost, idle)
             batch = self.policy.dispatch(self._pending, self.clock.now(), self._online_seen, load)
             if not isinstance(batch, list):  # not yet: look again then, or on an arrival
                 await self.clock.wait(self._arrival, batch)
@@ -297,6 +298,8 @@ class Scheduler:
             for item in batch:
                 self.stats.queued(item.priority, item.duration, -1)
             self._signal_taken()
+            if self._pending:  # another idle device may take what is left
+                self._arrival.set()
             return batch
 
     def on_taken(self, listener: Callable[[], None]) -> None:

@@ -33,6 +33,7 @@ NO_SPEECH_THRESHOLD = 0.6  # with LOG_PROB_THRESHOLD: faster-whisper's silence t
 LOG_PROB_THRESHOLD = -1.0
 COMPRESSION_RATIO_THRESHOLD = 2.4  # faster-whisper's: text above it repeats itself
 FULL_WINDOW_FRAMES = 3000  # 30 s of log-mel frames
+CONTEXT_TOKENS = 32  # of a window's context text, what it is conditioned on
 
 
 def _words(text: str) -> list[str]:
@@ -40,9 +41,11 @@ def _words(text: str) -> list[str]:
 
 
 def _context_tokens(tokenizer: Any, text: str) -> list[int]:
-    """The tokens of text said before a window, as Whisper conditions on previous text."""
+    """The last :data:`CONTEXT_TOKENS` tokens of text said before a window, as Whisper
+    conditions on previous text. One length for every window with that much context keeps
+    them in one ``generate`` call (each prompt length is a call of its own)."""
     text = text.strip()
-    return list(tokenizer.encode(" " + text)) if text else []
+    return list(tokenizer.encode(" " + text))[-CONTEXT_TOKENS:] if text else []
 
 
 def _repeats(segments: Sequence[RawSegment]) -> bool:

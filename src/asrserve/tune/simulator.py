@@ -213,7 +213,8 @@ class _Run:
     def dispatch(self, now: float) -> None:
         """Give idle devices their next batch, as their device loops would ask for it."""
         while self.idle and self.pending:
-            load = Load(len(self.running), self.idle_since[self.idle[0]], self.arrivals, self.cost)
+            since = self.idle_since[self.idle[0]]
+            load = Load(len(self.running), since, self.arrivals, self.cost, len(self.idle))
             batch = self.policy.dispatch(self.pending, now, self.online_seen, load)
             if not isinstance(batch, list):  # look again then (or on the next event)
                 if batch < self.timer_at:

@@ -71,11 +71,21 @@ class Policy(ABC):
         wait = self.ready(pending, now)
         if wait is not None:
             return wait
-        batch = self.select(pending, now)
+        batch = self.spread(self.select(pending, now), pending, load)
         hold = max(self.hold_until(batch[0], online_seen), self.fill_until(batch, now, load))
         if now < hold:
             return hold
         return [*batch, *self.riders(batch, pending, load)]
+
+    def spread(self, batch: list[T], pending: Sequence[T], load: Load) -> list[T]:
+        """With other devices idle too, this one takes its share of the pending items of the
+        batch's key, not all of them: the idle devices run them side by side (on CPU replicas
+        a batch of all of them on one device leaves the others idle and takes longer)."""
+        if load.idle <= 1:
+            return batch
+        key = batch[0].key
+        share = math.ceil(sum(1 for item in pending if item.key == key) / load.idle)
+        return batch[: max(share, 1)]
 
     def riders(self, batch: Sequence[T], pending: Sequence[T], load: Load) -> list[T]:
         """Offline chunks of the same key that ride in an online ``batch`` with room."""

@@ -75,6 +75,7 @@ class Load:
     idle_since: float = 0.0  # when the asking device went idle
     arrivals: ArrivalRate = field(default_factory=ArrivalRate)
     cost: BatchCost = UNKNOWN_COST
+    idle: int = 1  # devices asking for work now, the asking one among them
 
 
 IDLE = Load()
