@@ -67,7 +67,6 @@ def test_24_khz_input_becomes_16_khz() -> None:
     out = [pcm.convert(tone[i : i + 2400].tobytes()) for i in range(0, 24000, 2400)]
     samples = np.concatenate(out)
     assert 15900 <= samples.shape[0] <= 16000  # the resampler holds a few back
-    assert pcm.seconds == pytest.approx(1.0)
     assert samples.dtype == np.float32 and 0.2 < float(np.abs(samples).max()) < 0.3
 
 

@@ -111,6 +111,7 @@ def test_audio_faster_than_real_time_ends_the_session() -> None:
     async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
         wall.now = 1.0
         await session.append(pcm(8.0))  # 7 s ahead: within the 10 s allowed
+        session.configure(MANUAL)  # a new input format does not start the count again
         with pytest.raises(LiveError) as caught:
             await session.append(pcm(4.0))  # 11 s ahead
         assert caught.value.code == "input_too_fast" and caught.value.fatal

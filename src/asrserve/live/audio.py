@@ -18,7 +18,6 @@ class PcmInput:
             rates = " or ".join(map(str, INPUT_RATES))
             raise LiveError(f"input audio rate must be {rates} Hz", code="invalid_audio_format")
         self.rate = rate
-        self.seconds = 0.0  # input received, in seconds of audio
         self._resampler = (
             None
             if rate == SAMPLING_RATE
@@ -30,7 +29,6 @@ class PcmInput:
         if len(data) % 2:
             raise LiveError("PCM16 audio has an even number of bytes", code="invalid_audio")
         samples = np.frombuffer(data, dtype="<i2")
-        self.seconds += samples.shape[0] / self.rate
         if self._resampler is None:
             return samples.astype(np.float32) / 32768.0
         frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")

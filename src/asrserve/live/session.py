@@ -85,6 +85,7 @@ class LiveSession:
         self._turn: _Turn | None = None
         self._previous_item: str | None = None
         self._said = ""  # the latest completed turns' text, which the next decodes follow
+        self._received = 0.0  # seconds of audio the client sent (whatever its rate)
         self.configure(config)
 
     # --- what the client does ---------------------------------------------------------
@@ -101,7 +102,7 @@ class LiveSession:
                 code="input_audio_too_long",
                 fatal=True,
             )
-        ahead = self._input.seconds + seconds - (self._clock() - self._started)
+        ahead = self._received + seconds - (self._clock() - self._started)
         if ahead > self._limits.burst_s:
             raise LiveError(
                 f"audio arrives {ahead:.1f} s ahead of real time (at most "
@@ -109,6 +110,7 @@ class LiveSession:
                 code="input_too_fast",
                 fatal=True,
             )
+        self._received += seconds
         samples, edges = await asyncio.to_thread(self._convert, data)
         start = self._pcm.end
         self._pcm.append(samples)
@@ -200,7 +202,7 @@ class LiveSession:
                 )
             await self._close()  # a turn that long goes on as the next one
             if self._detector.speaking:
-                self._open(self._pcm.end, speech_at=None)
+                self._open(self._pcm.end, speech_at=self._pcm.end)
             return
         if (self._pcm.end - turn.decoded) / SAMPLING_RATE >= self._limits.interim_s:
             turn.decoded = self._pcm.end
