@@ -159,6 +159,7 @@ def test_closing_drops_the_decodes_not_started() -> None:
         await session.append(pcm(1.0))
         assert s.pending_count() == 1  # the turn's interim, queued behind the busy device
         await session.close()
+        assert s.pending_count() == 0  # given up: no longer counted as pending
         engine.gate.set()
         await other
         for _ in range(20):  # loop turns: the free device looks at what is pending

@@ -465,8 +465,9 @@ class Scheduler:
     def pending_count(
         self, priorities: Collection[int] | None = None, *, model: str | None = None
     ) -> int:
-        """Pending items (of ``priorities``, of ``model``: all if None)."""
-        items = self._pending
+        """Pending items (of ``priorities``, of ``model``: all if None); one whose caller
+        gave up is not counted, though it leaves the list only when a device next looks."""
+        items = [item for item in self._pending if not item.future.done()]
         if model is not None:
             default = self.devices[0].model_id("")
             items = [item for item in items if (item.options.model or default) == model]
@@ -477,7 +478,8 @@ class Scheduler:
     def pending_by_window(self) -> dict[str, int]:
         """Pending chunks per encoder window (seconds): the length-bucket queues."""
         counts: dict[str, int] = {}
-        for item in sorted(self._pending, key=lambda item: item.window):
+        live = (item for item in self._pending if not item.future.done())
+        for item in sorted(live, key=lambda item: item.window):
             label = f"{item.window / FRAMES_PER_SECOND:g}s"
             counts[label] = counts.get(label, 0) + 1
         return counts
