@@ -244,9 +244,6 @@ class FasterWhisperEngine(Engine):
             segments = [_raw_segment(s, fw_options.temperatures[0]) for s in chunk_out]
             if segments and _silent(segments[0]):
                 continue  # no speech: skip the window, as sequential decoding does
-            if results[index]:  # a continuation that says the last segment again is an echo
-                said = _words(results[index][-1].text)
-                segments = [segment for segment in segments if _words(segment.text) != said]
             results[index].extend(segments)
             rest = None if done else _undecoded_tail(chunk, segments)
             if rest is not None:
