@@ -54,17 +54,8 @@ async def run_interactive(
     504 ``deadline_exceeded`` once the synchronous deadline has passed. The worker fails the
     job with the same code when it drops the chunks; whichever side notices first, the caller
     sees one answer."""
-    service = ctx.service
-    timeout = _timeout(ctx, parsed)
-    job = await service.submit(
-        job_id,
-        upload,
-        parsed.options,
-        Priority.INTERACTIVE,
-        deadline_s=timeout,
-        principal=principal,
-    )
-    done = await service.wait(job.id, timeout + 1.0)
+    job, timeout = await _submit_interactive(ctx, job_id, upload, parsed, principal)
+    done = await ctx.service.wait(job.id, timeout + 1.0)
     if done is None or not done.status.finished:
         raise ApiError(
             504, f"transcription did not finish within {timeout:g} s", code="deadline_exceeded"
@@ -72,8 +63,24 @@ async def run_interactive(
     return done
 
 
-def _timeout(ctx: ApiContext, parsed: TranscriptionRequest) -> float:
-    return min(parsed.deadline_s or math.inf, ctx.service.settings.sync_timeout_s)
+async def _submit_interactive(
+    ctx: ApiContext,
+    job_id: str,
+    upload: Upload,
+    parsed: TranscriptionRequest,
+    principal: Principal,
+) -> tuple[Job, float]:
+    """The upload submitted at interactive priority, and the synchronous deadline it has."""
+    timeout = min(parsed.deadline_s or math.inf, ctx.service.settings.sync_timeout_s)
+    job = await ctx.service.submit(
+        job_id,
+        upload,
+        parsed.options,
+        Priority.INTERACTIVE,
+        deadline_s=timeout,
+        principal=principal,
+    )
+    return job, timeout
 
 
 async def stream_interactive(
@@ -87,17 +94,8 @@ async def stream_interactive(
     becomes final (``stream=true``). A request that cannot be accepted gets its error
     status as without streaming; once accepted, the answer is 200 and a failure comes as an
     ``error`` event."""
-    service = ctx.service
-    timeout = _timeout(ctx, parsed)
-    job = await service.submit(
-        job_id,
-        upload,
-        parsed.options,
-        Priority.INTERACTIVE,
-        deadline_s=timeout,
-        principal=principal,
-    )
-    jobs = service.follow(job.id, timeout + 1.0, KEEPALIVE_S)
+    job, timeout = await _submit_interactive(ctx, job_id, upload, parsed, principal)
+    jobs = ctx.service.follow(job.id, timeout + 1.0, KEEPALIVE_S)
     return event_stream(transcript_events(jobs, timeout), {"X-Job-Id": job.id})
 
 
