@@ -26,9 +26,9 @@ from asrserve.api.deps import ApiContext
 from asrserve.api.errors import ApiError
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
-from asrserve.errors import STATUS_OF_KIND, AsrError, error_body
+from asrserve.errors import STATUS_OF_KIND, AsrError
 from asrserve.live import config as live_config
-from asrserve.live.errors import LiveError, LiveUnavailable
+from asrserve.live.errors import LiveError, LiveUnavailable, error_event
 from asrserve.live.session import LiveSession
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
         return
     except AsrError as exc:  # before the session began: refused
         with contextlib.suppress(WebSocketDisconnect, RuntimeError):
-            await _send(websocket, ids, _error(exc))
+            await _send(websocket, ids, error_event(exc))
             code = TRY_AGAIN_LATER if isinstance(exc, LiveUnavailable) else POLICY_VIOLATION
             await websocket.close(code)
 
@@ -83,8 +83,7 @@ async def _principal(ctx: ApiContext, websocket: WebSocket, offered: list[str]) 
     try:
         return await ctx.authenticate(header or f"Bearer {token}")
     except ApiError as exc:
-        body = error_body(exc.status, exc.message, param=exc.param, code=exc.code)
-        await _send(websocket, itertools.count(1), {"type": "error", **body})
+        await _send(websocket, itertools.count(1), {"type": "error", **exc.body()})
         await websocket.close(POLICY_VIOLATION)
         raise _Ended from None
 
@@ -100,11 +99,11 @@ async def _serve(
             try:
                 await _handle(ctx, session, await websocket.receive())
             except LiveError as exc:
-                session.events.put_nowait(_error(exc))
+                session.events.put_nowait(error_event(exc))
                 if exc.fatal:
                     break
             except AsrError as exc:  # an update's bad field, a quota used up
-                session.events.put_nowait(_error(exc))
+                session.events.put_nowait(error_event(exc))
                 if not _recoverable(exc):
                     break
         session.events.put_nowait({"type": "session.closing"})
@@ -171,11 +170,6 @@ async def _send(websocket: WebSocket, ids: itertools.count[int], event: dict[str
 def _created(session: LiveSession) -> dict[str, Any]:
     view = live_config.view(session.id, session.config)
     return {"type": "transcription_session.created", "session": view}
-
-
-def _error(exc: AsrError) -> dict[str, Any]:
-    body = error_body(STATUS_OF_KIND[exc.kind], exc.message, param=exc.param, code=exc.code)
-    return {"type": "error", **body}
 
 
 def _recoverable(exc: AsrError) -> bool:

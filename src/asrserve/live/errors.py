@@ -3,7 +3,9 @@ edge sends as ``error`` events."""
 
 from __future__ import annotations
 
-from asrserve.errors import AsrError, ErrorKind
+from typing import Any
+
+from asrserve.errors import STATUS_OF_KIND, AsrError, ErrorKind, error_body
 
 
 class LiveError(AsrError):
@@ -24,3 +26,9 @@ class LiveUnavailable(AsrError):
     """No live session can be opened here now (no model on this node, too many sessions)."""
 
     kind = ErrorKind.UNAVAILABLE
+
+
+def error_event(exc: AsrError) -> dict[str, Any]:
+    """A core error as a realtime ``error`` event, in OpenAI's error shape."""
+    body = error_body(STATUS_OF_KIND[exc.kind], exc.message, param=exc.param, code=exc.code)
+    return {"type": "error", **body}

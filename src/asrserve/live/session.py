@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import secrets
 import time
@@ -25,13 +26,13 @@ import numpy as np
 
 from asrserve.batcher.scheduler import DeadlineExceeded
 from asrserve.engine.base import SAMPLING_RATE, RawSegment
-from asrserve.errors import STATUS_OF_KIND, AsrError, error_body
+from asrserve.errors import AsrError, error_body
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.live.agreement import Agreement
 from asrserve.live.audio import PcmInput
 from asrserve.live.buffer import Pcm
 from asrserve.live.decoder import LiveDecoder, text_of
-from asrserve.live.errors import LiveError
+from asrserve.live.errors import LiveError, error_event
 from asrserve.live.turns import Edge, TurnDetection, TurnDetector
 
 Event = dict[str, Any]
@@ -236,7 +237,7 @@ class LiveSession:
             deadline = self._limits.final_deadline_s
             language, _ = await self._decoder.detect(self.id, options.model, audio, deadline)
             options = options.model_copy(update={"language": language})
-            self.config = SessionConfig(options, self.config.turn_detection, self._input.rate)
+            self.config = dataclasses.replace(self.config, options=options)
         return options
 
     async def _submit_interim(self, turn: _Turn, audio: np.ndarray) -> None:
@@ -331,10 +332,10 @@ class LiveSession:
             return
         exc = task.exception()
         if isinstance(exc, AsrError):
-            body = error_body(STATUS_OF_KIND[exc.kind], exc.message, param=exc.param, code=exc.code)
-        else:
-            log.error("live session %s: decode failed", self.id, exc_info=exc)
-            body = error_body(500, "the decode failed", code="internal_error")
+            self.events.put_nowait(error_event(exc))
+            return
+        log.error("live session %s: decode failed", self.id, exc_info=exc)
+        body = error_body(500, "the decode failed", code="internal_error")
         self.events.put_nowait({"type": "error", **body})
 
 
