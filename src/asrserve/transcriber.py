@@ -19,7 +19,6 @@ from asrserve.auth.principal import Principal
 from asrserve.backends import Backend
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegment
-from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import Job, Progress, Task, TranscriptionOptions
 from asrserve.preprocess_stats import JobPool, PreprocessStats
 from asrserve.progress import Report, WindowProgress, ignore
@@ -144,12 +143,7 @@ class Transcriber:
 
     def _features(self, model: str) -> Engine:
         """Where a model's log-mel features are made (thread-safe, no weights needed)."""
-        device = self._scheduler.devices[0]
-        if device.model_id(model) not in device.engines:  # API and worker nodes disagree
-            served = ", ".join(device.engines)
-            message = f"model {model!r} is not served by the node that ran the job ({served})"
-            raise InvalidRequest(message, param="model", code="model_not_found")
-        return device.engine_for(model)
+        return self._scheduler.devices[0].features_engine(model, "by the node that ran the job")
 
     async def _run_windows(
         self,

@@ -36,6 +36,7 @@ from asrserve.engine.base import (
     Engine,
     RawSegment,
 )
+from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import Task, TranscriptionOptions
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,16 @@ class Device:
 
     def engine_for(self, model: str) -> Engine:
         return self.engines[self.model_id(model)]
+
+    def features_engine(self, model: str, where: str) -> Engine:
+        """Where ``model``'s log-mel features are made (thread-safe, no weights needed);
+        :class:`InvalidRequest` ``model_not_found`` if this device does not serve it (API and
+        worker nodes disagree), the message saying ``where`` it is missing."""
+        if self.model_id(model) not in self.engines:
+            served = ", ".join(self.engines)
+            message = f"model {model!r} is not served {where} ({served})"
+            raise InvalidRequest(message, param="model", code="model_not_found")
+        return self.engine_for(model)
 
     def replace_executor(self) -> None:
         """A fresh thread for the device: the old one is stuck in a call that hangs."""

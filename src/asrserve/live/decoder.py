@@ -12,7 +12,6 @@ import numpy as np
 from asrserve.audio.features import window_frames
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, ChunkInput, Engine, RawSegment
-from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
 
@@ -29,12 +28,7 @@ class LiveDecoder:
 
     def engine(self, model: str) -> Engine:
         """Where a model's features are made (:class:`InvalidRequest` if not served here)."""
-        device = self._scheduler.devices[0]
-        if device.model_id(model) not in device.engines:
-            served = ", ".join(device.engines)
-            message = f"model {model!r} is not served here ({served})"
-            raise InvalidRequest(message, param="model", code="model_not_found")
-        return device.engine_for(model)
+        return self._scheduler.devices[0].features_engine(model, "here")
 
     async def _chunk(
         self, engine: Engine, audio: np.ndarray, full: bool, context: str = ""
