@@ -10,13 +10,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import av
 import numpy as np
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from asrserve.audio.decode import decode
+from asrserve.bench.live import pcm16
 from asrserve.corpus import Clip
 from asrserve.wer import wer
 from tests.support.servers import JFK, REAL_SPEECH, Server, needs_real_speech
@@ -28,18 +28,6 @@ Event = dict[str, Any]
 def session(server: Server) -> ClientConnection:
     url = server.url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
     return connect(url, open_timeout=10, close_timeout=5)
-
-
-def pcm16(samples: np.ndarray, rate: int) -> bytes:
-    """16 kHz float samples as little-endian PCM16 at ``rate``."""
-    if rate != 16000:
-        resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
-        frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
-        frame.sample_rate = 16000
-        frames = [*resampler.resample(frame), *resampler.resample(None)]
-        samples = np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
-    pcm: bytes = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
-    return pcm
 
 
 def append(audio: bytes) -> str:

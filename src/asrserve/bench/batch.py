@@ -169,7 +169,7 @@ def _wait(
             return batch
         if time.monotonic() > deadline:
             raise TimeoutError(f"batch {batch_id} still {batch['status']} after {timeout} s")
-        time.sleep(POLL_S)  # a remote status, no long poll: nothing to subscribe to
+        time.sleep(POLL_S)  # a remote status; ?wait= answers only the end, `until` may be sooner
 
 
 def _ended(batch: Batch) -> bool:

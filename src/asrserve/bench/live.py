@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import av
 import httpx
 import numpy as np
 from websockets.asyncio.client import connect
@@ -50,8 +51,6 @@ class SessionLog:
 def program(files: list[AudioFile], first: int, seconds: float) -> tuple[bytes, list[str]]:
     """A session's audio: files from ``first`` on, joined with gaps, at least ``seconds``
     long, as 24 kHz PCM16; and the references of the files it holds."""
-    import av
-
     pieces, said, length, index = [], [], 0.0, first
     gap = np.zeros(int(GAP_S * 16000), dtype=np.float32)
     while length < seconds:
@@ -61,13 +60,19 @@ def program(files: list[AudioFile], first: int, seconds: float) -> tuple[bytes, 
         said.append(file.reference or "")
         length += samples.shape[0] / 16000 + GAP_S
         index += 1
-    audio = np.concatenate(pieces)
-    resampler = av.AudioResampler(format="flt", layout="mono", rate=RATE)
-    frame = av.AudioFrame.from_ndarray(audio[None, :], format="flt", layout="mono")
-    frame.sample_rate = 16000
-    out = [*resampler.resample(frame), *resampler.resample(None)]
-    resampled = np.concatenate([f.to_ndarray().reshape(-1) for f in out])
-    return (np.clip(resampled, -1, 1) * 32767).astype("<i2").tobytes(), said
+    return pcm16(np.concatenate(pieces), RATE), said
+
+
+def pcm16(samples: np.ndarray, rate: int) -> bytes:
+    """16 kHz float samples as little-endian PCM16 at ``rate``, what a live client sends."""
+    if rate != 16000:
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
+        frame.sample_rate = 16000
+        frames = [*resampler.resample(frame), *resampler.resample(None)]
+        samples = np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
+    pcm: bytes = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    return pcm
 
 
 async def run_session(url: str, audio: bytes, said: list[str], delay: float) -> SessionLog:
