@@ -20,6 +20,13 @@ def bench_clips(corpus: list[Clip]) -> list[Clip]:
     return [clip for clip in corpus if clip.duration <= 12][:3]
 
 
+def run_bench(command: list[str]) -> subprocess.CompletedProcess[str]:
+    """``command`` run to the end; it must succeed."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=280, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 def bench_command(corpus: list[Clip], tmp_path: Path) -> tuple[list[str], Path]:
     """``asrserve bench`` over three short clips (beam 1) and the path of its JSON report."""
     audio = tmp_path / "audio"
@@ -36,7 +43,7 @@ def bench_command(corpus: list[Clip], tmp_path: Path) -> tuple[list[str], Path]:
 
 def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) -> None:
     common, report = bench_command(corpus, tmp_path)
-    closed = subprocess.run(
+    closed = run_bench(
         [
             *common,
             "--policies",
@@ -48,13 +55,8 @@ def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) ->
             "--ceiling",
             "--ceiling-batch-sizes",
             "4",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
+        ]
     )
-    assert closed.returncode == 0, closed.stderr
     assert "| greedy | closed loop, 3 client(s) | 3 | 0 |" in closed.stdout
     assert "× the ceiling" in closed.stdout
     body = json.loads(report.read_text())
@@ -71,14 +73,9 @@ def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) ->
     )
     assert ceiling["audio_s_per_wall_s"] == max(r["audio_s_per_wall_s"] for r in ceiling["rows"])
 
-    open_loop = subprocess.run(
-        [*common, "--policies", "window", "--rate", "4", "--burst", "2", "--requests", "4"],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
+    open_loop = run_bench(
+        [*common, "--policies", "window", "--rate", "4", "--burst", "2", "--requests", "4"]
     )
-    assert open_loop.returncode == 0, open_loop.stderr
     assert "open loop, 4 req/s (bursts of 2)" in open_loop.stdout
     assert json.loads(report.read_text())["runs"][0]["requests"] == 4
 
@@ -87,14 +84,7 @@ def test_bench_batch_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     common, report = bench_command(corpus, tmp_path)
     batch_flags = ["--policies", "greedy", "--concurrency", "0", "--batch", "6"]
     batch_flags += ["--ceiling-batch-sizes", "4"]
-    done = subprocess.run(
-        [*common, *batch_flags, "--batch-probes", "3"],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_bench([*common, *batch_flags, "--batch-probes", "3"])
     assert "batch alone × ceiling" in done.stdout
     assert "under-batch p95 / idle p95" in done.stdout
     body = json.loads(report.read_text())
@@ -138,14 +128,7 @@ def test_bench_soak_short(corpus: list[Clip], tmp_path: Path) -> None:
     """``--soak 20``: capacity, then 20 s of open-loop load at 0.8 × it; no errors, a
     window-by-window report and the server's memory over the run."""
     common, report = bench_command(corpus, tmp_path)
-    done = subprocess.run(
-        [*common, "--soak", "20", "--soak-load", "0.8"],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_bench([*common, "--soak", "20", "--soak-load", "0.8"])
     assert "soak PASSED" in done.stdout and "| from s | req | err |" in done.stdout
     soak = json.loads(report.read_text())["soak"]
     offered = round(0.8 * soak["capacity"]["audio_s_per_s"], 3)  # --soak-load 0.8
@@ -170,14 +153,7 @@ def test_bench_stream_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     """``--stream 60``: the clips joined into a minute of audio, answered streamed and plain;
     the deltas join to the text, which is the plain answer's."""
     common, report = bench_command(corpus, tmp_path)
-    done = subprocess.run(
-        [*common, "--stream", "60", "--requests", "1"],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_bench([*common, "--stream", "60", "--requests", "1"])
     body = json.loads(report.read_text())["stream"]
     assert 60 <= body["audio_s"] < 60 + 31  # whole clips: it stops once past a minute
     [run] = body["runs"]
@@ -191,14 +167,7 @@ def test_bench_live_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     """``--live 2``: two sessions at once replaying the clips at real-time pace for 8 s:
     their turns complete, and the report gives the delays, batches and WER."""
     common, report = bench_command(corpus, tmp_path)
-    done = subprocess.run(
-        [*common, "--live", "2", "--live-seconds", "8", "--policies", "greedy"],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_bench([*common, "--live", "2", "--live-seconds", "8", "--policies", "greedy"])
     live = json.loads(report.read_text())["live"]
     [row] = live["policies"]["greedy"]["rows"]
     assert row["sessions"] == 2 and row["errors"] == 0, row
@@ -214,10 +183,7 @@ def test_bench_distributed_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     node on a throwaway Redis, and the hop probe; every request answered, report complete."""
     common, report = bench_command(corpus, tmp_path)
     flags = ["--distributed", "--concurrency", "2", "--requests", "4", "--hop-probes", "3"]
-    done = subprocess.run(
-        [*common, *flags], capture_output=True, text=True, timeout=280, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_bench([*common, *flags])
     assert "added by the hop: p50" in done.stdout
     body = json.loads(report.read_text())
     assert [(r["policy"], r["requests"], r["errors"]) for r in body["runs"]] == [
