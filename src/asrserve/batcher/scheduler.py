@@ -13,6 +13,7 @@ moves futures.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import math
@@ -259,6 +260,7 @@ class Scheduler:
             deadline=deadline,
         )
         self._pending.append(item)
+        future.add_done_callback(functools.partial(self._given_up, item))
         self._arrivals.arrived(item.key, item.enqueued_at)
         if self.policy.is_online(item):
             self._online_seen = item.enqueued_at
@@ -321,6 +323,15 @@ class Scheduler:
     def _signal_taken(self) -> None:
         for listener in self._taken_listeners:
             listener()
+
+    def _given_up(self, item: WorkItem, future: asyncio.Future[Any]) -> None:
+        """A pending item whose caller cancelled it leaves the pending list at once."""
+        if not future.cancelled() or item not in self._pending:
+            return
+        self._pending.remove(item)
+        self.stats.dropped += 1
+        self.stats.queued(item.priority, item.duration, -1)
+        self._signal_taken()
 
     def _drop_dead(self) -> None:
         """Drop chunks whose caller gave up (cancelled) or whose deadline has passed."""
@@ -476,9 +487,8 @@ class Scheduler:
     def pending_count(
         self, priorities: Collection[int] | None = None, *, model: str | None = None
     ) -> int:
-        """Pending items (of ``priorities``, of ``model``: all if None); one whose caller
-        gave up is not counted, though it leaves the list only when a device next looks."""
-        items = [item for item in self._pending if not item.future.done()]
+        """Pending items (of ``priorities``, of ``model``: all if None)."""
+        items = self._pending
         if model is not None:
             default = self.devices[0].model_id("")
             items = [item for item in items if (item.options.model or default) == model]
@@ -489,8 +499,7 @@ class Scheduler:
     def pending_by_window(self) -> dict[str, int]:
         """Pending chunks per encoder window (seconds): the length-bucket queues."""
         counts: dict[str, int] = {}
-        live = (item for item in self._pending if not item.future.done())
-        for item in sorted(live, key=lambda item: item.window):
+        for item in sorted(self._pending, key=lambda item: item.window):
             label = f"{item.window / FRAMES_PER_SECOND:g}s"
             counts[label] = counts.get(label, 0) + 1
         return counts
