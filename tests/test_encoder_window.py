@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import wave
@@ -98,7 +99,9 @@ def test_a_window_that_loops_on_a_short_window_is_decoded_on_the_full_one(
 ) -> None:
     """JFK's first words alone (2.8 s) on a 5 s window: Whisper tiny.en repeats them sixteen
     times there (seen while building live turns), and says them once on 30 s. The engine
-    notices the repetition and decodes that window again on the full one."""
+    notices the repetition and decodes that window again on the full one; a chunk that asks
+    for no rescue (a live interim) comes back empty instead. Each chunk goes alone: a batch
+    is padded to its widest window."""
     from faster_whisper.transcribe import get_compression_ratio
 
     from asrserve.engine.base import ChunkInput
@@ -107,8 +110,11 @@ def test_a_window_that_loops_on_a_short_window_is_decoded_on_the_full_one(
     options = TranscriptionOptions(model="tiny.en")
     short = ChunkInput(features=engine.features(audio, 500), offset=0.0, duration=2.78)
     full = ChunkInput(features=engine.features(audio, 3000), offset=0.0, duration=2.78)
-    [on_short, on_full] = engine.transcribe_batch([short, full], options)
+    [on_short] = engine.transcribe_batch([short], options)
+    [on_full] = engine.transcribe_batch([full], options)
     text = "".join(segment.text for segment in on_short)
     assert get_compression_ratio(text) <= 2.4, text
     assert text == "".join(segment.text for segment in on_full)
     assert "fellow Americans" in text
+    unrescued = dataclasses.replace(short, rescue_loops=False)
+    assert engine.transcribe_batch([unrescued], options) == [[]]

@@ -40,6 +40,10 @@ class ChunkInput:
     # Text said just before the window (a live session's previous turn): Whisper is
     # conditioned on it, as on a file's previous window with condition_on_previous_text.
     context: str = ""
+    # A window whose text loops on itself is decoded again on a full 30 s window (the
+    # engine's rescue); False: it comes back empty instead, for a live interim that a newer
+    # window soon replaces, where the rescue would cost more than the interim is worth.
+    rescue_loops: bool = True
 
 
 @dataclass(frozen=True)

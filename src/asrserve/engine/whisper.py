@@ -188,13 +188,17 @@ class FasterWhisperEngine(Engine):
         """One pass over all chunks, then passes over the tails Whisper left unfinished. A
         chunk on a window shorter than 30 s whose text repeats itself (a compression ratio
         over 2.4, faster-whisper's test) is decoded again on the full window: on a short
-        window Whisper sometimes loops on its first sentence."""
+        window Whisper sometimes loops on its first sentence. A chunk that asks for no
+        rescue comes back without segments instead."""
         results = self._decode(chunks, options)
-        looped = [
-            index
-            for index, (chunk, segments) in enumerate(zip(chunks, results, strict=True))
-            if chunk.features.shape[-1] < FULL_WINDOW_FRAMES and _repeats(segments)
-        ]
+        looped = []
+        for index, (chunk, segments) in enumerate(zip(chunks, results, strict=True)):
+            if chunk.features.shape[-1] >= FULL_WINDOW_FRAMES or not _repeats(segments):
+                continue
+            if chunk.rescue_loops:
+                looped.append(index)
+            else:
+                results[index] = []
         if looped:
             full = [_full_window(chunks[index]) for index in looped]
             for index, segments in zip(looped, self._decode(full, options), strict=True):

@@ -31,13 +31,15 @@ class LiveDecoder:
         return self._scheduler.devices[0].features_engine(model, "here")
 
     async def _chunk(
-        self, engine: Engine, audio: np.ndarray, full: bool, context: str = ""
+        self, engine: Engine, audio: np.ndarray, full: bool, context: str = "", rescue: bool = True
     ) -> ChunkInput:
         duration = audio.shape[0] / SAMPLING_RATE
         windows = (CHUNK_SECONDS,) if full else self._settings.windows_for(engine.multilingual)
         frames = window_frames(duration, windows)
         features = await asyncio.to_thread(functools.partial(engine.features, audio, frames))
-        return ChunkInput(features=features, offset=0.0, duration=duration, context=context)
+        return ChunkInput(
+            features=features, offset=0.0, duration=duration, context=context, rescue_loops=rescue
+        )
 
     async def decode(
         self,
@@ -51,8 +53,9 @@ class LiveDecoder:
     ) -> asyncio.Future[list[RawSegment]]:
         """The window's segments (conditioned on ``context``, the text said before it), once
         a device has run it; the future fails with ``DeadlineExceeded`` if none has started
-        it within ``deadline_s``, and cancelling it before then drops the window unrun."""
-        chunk = await self._chunk(self.engine(options.model), audio, False, context)
+        it within ``deadline_s``, and cancelling it before then drops the window unrun. An
+        interim window whose text loops comes back empty (the final one is rescued)."""
+        chunk = await self._chunk(self.engine(options.model), audio, False, context, final)
         deadline = self._scheduler.clock.now() + deadline_s
         priority = FINAL_PRIORITY if final else INTERIM_PRIORITY
         [future] = self._scheduler.submit_chunks(session, priority, options, [chunk], deadline)
