@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The served comparison on a CUDA machine (one GPU, 16 CPU cores), in about 12 minutes:
+# The served comparison on a CUDA machine (one GPU, 16 CPU cores), in about 13 minutes:
 #   1. `asrserve bench --device cuda` (float16), policies none and greedy, 64/16/1
-#      closed-loop clients, full and adaptive encoder windows, at max batch sizes 1, 8, 16,
-#      32 and 64 (one bench run, so one JSON, per batch size), GPU utilization sampled;
+#      closed-loop clients, full and adaptive encoder windows, at max batch sizes 1, 16 and
+#      64 (one bench run, so one JSON, per batch size), GPU utilization sampled;
 #   2. `asrserve bench --ceiling`: the engine alone on the CPU cores, every layout;
 #   3. the served CPU path with the auto layout (`--device cpu`, no layout flags);
+#   4. live sessions on CUDA (`--live`): N real-time WebSocket sessions, greedy against
+#      none, the largest N whose completed turns' p95 stays within 1.5 s;
 # then a summary of every JSON written. Output: $OUT if set, else ./gpu-check-out.
 #
 # UNTESTED: written on a machine without a GPU. It passes `bash -n` and shellcheck; the
@@ -24,12 +26,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT_DIR="${OUT:-./gpu-check-out}"
-BATCH_SIZES="${BATCH_SIZES:-1 8 16 32 64}"
+BATCH_SIZES="${BATCH_SIZES:-1 16 64}"
 FIRST_STEP_S="${FIRST_STEP_S:-130}"  # none + greedy, 2 windows each: 4 servers
 STEP_S="${STEP_S:-70}"               # greedy, 2 windows: 2 servers
 CEILING_S="${CEILING_S:-180}"
 CEILING_SIZES="${CEILING_SIZES:-8,32}"
 CPU_S="${CPU_S:-120}"
+LIVE_S="${LIVE_S:-240}"  # 2 servers, 4 session counts of 20 s each
+LIVE_COUNTS="${LIVE_COUNTS:-8,16,32,64}"
 COMPUTE_TYPE="${COMPUTE_TYPE:-float16}"
 ASRSERVE=.venv/bin/asrserve
 PYTHON=.venv/bin/python
@@ -90,6 +94,8 @@ done
 step ceiling "$CEILING_S" "${AUDIO[@]}" --ceiling --device cpu \
     --ceiling-batch-sizes "$CEILING_SIZES"
 step cpu-auto "$CPU_S" "${AUDIO[@]}" --device cpu --policies greedy --concurrency 16,1
+step cuda-live "$LIVE_S" --device cuda --compute-type "$COMPUTE_TYPE" --policies greedy,none \
+    --live "$LIVE_COUNTS" --live-seconds 20
 
 echo
 echo "== summary ($OUT_DIR)"
@@ -130,6 +136,10 @@ for name, body in reports.items():
         print(f"{name}: ceiling {ceiling['audio_s_per_wall_s']:.2f} audio s/s "
               f"({best['replicas']} x {best['threads']} threads, {best['windows']} windows, "
               f"batch {best['batch_size']})")
+    for policy, live in (body.get("live") or {}).get("policies", {}).items():
+        rows = ", ".join(f"N={row['sessions']}: p95 {row['turn_p95_s']} s, batch "
+                         f"{row['mean_batch']}" for row in live["rows"])
+        print(f"{name}: {policy}: largest N within 1.5 s: {live['largest_n']} ({rows})")
 PY
 
 if ((${#FAILED[@]})); then

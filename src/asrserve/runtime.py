@@ -214,6 +214,8 @@ def _scheduler(
         model_idle=settings.model_idle_s,
         fill_share=settings.fill_wait_share,
         ride_share=settings.offline_ride_share,
+        live_below=Priority.INTERACTIVE,
+        live_batch_s=settings.live_batch_s,
     )
     kind = resolve_device(settings)
     indices = settings.device_index if kind == "cuda" else range(len(replicas))

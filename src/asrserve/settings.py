@@ -249,6 +249,11 @@ class Settings(BaseSettings):
     live_final_deadline_s: float = Field(
         10.0, gt=0, description="A live turn's final decode must start by then."
     )
+    live_batch_s: float = Field(
+        0.3,
+        ge=0,
+        description="Longest predicted time of a batch of live windows (0: no limit).",
+    )
     live_burst_s: float = Field(
         10.0, gt=0, description="How far ahead of real time a live client may send audio."
     )

@@ -138,3 +138,38 @@ def test_a_share_of_zero_turns_filling_and_riding_off() -> None:
     load = Load(busy=1, idle_since=10.0, cost=FIXED)
     assert fill_wait(1, 5.0, 16, 20.0, load, share=0.0) == 0.0
     assert riders([Item("o", 0)], [Item("b", 1, priority=2)], 16, FIXED, share=0.0) == []
+
+
+def test_a_live_batch_ends_where_its_predicted_time_passes_the_budget() -> None:
+    """0.5 s per chunk and a 1.2 s budget: two chunks (1.0 s) fit, a third (1.5 s) does not."""
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16, live_below=0, live_batch_s=1.2))
+    pending = [Item(f"s{i}", i, priority=-1) for i in range(5)]
+    batch = greedy.dispatch(pending, 0.0, -math.inf, Load(cost=PER_CHUNK))
+    assert batch == pending[:2]
+
+
+def test_a_live_batch_stays_full_where_a_batch_costs_about_one_chunk() -> None:
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16, live_below=0, live_batch_s=1.2))
+    pending = [Item(f"s{i}", i, priority=-1) for i in range(5)]
+    batch = greedy.dispatch(pending, 0.0, -math.inf, Load(cost=FIXED))
+    assert batch == pending
+
+
+def test_one_live_chunk_goes_even_when_it_alone_passes_the_budget() -> None:
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16, live_below=0, live_batch_s=0.1))
+    pending = [Item(f"s{i}", i, priority=-2) for i in range(3)]
+    assert greedy.dispatch(pending, 0.0, -math.inf, Load(cost=PER_CHUNK)) == pending[:1]
+
+
+def test_the_live_budget_leaves_other_classes_alone() -> None:
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16, live_below=0, live_batch_s=0.1))
+    pending = [Item(f"j{i}", i, priority=0) for i in range(5)]
+    assert greedy.dispatch(pending, 0.0, -math.inf, Load(cost=PER_CHUNK)) == pending
+
+
+def test_no_device_waits_to_fill_a_live_batch() -> None:
+    """The same pending chunk and load as a held interactive batch (above), but live."""
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16, live_below=0, live_batch_s=5.0))
+    pending = [Item("a", 0, priority=-1, enqueued_at=10.0)]
+    load = Load(1, 10.0, steady(20, 10), FIXED)
+    assert greedy.dispatch(pending, 10.0, -math.inf, load) == pending

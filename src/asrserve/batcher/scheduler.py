@@ -73,6 +73,8 @@ class SchedulerConfig:
     model_idle: float = 0.0
     fill_share: float = FILL_SHARE  # see PolicyConfig
     ride_share: float = RIDE_SHARE
+    live_below: int | None = None
+    live_batch_s: float = 0.0
 
     def policy_config(self) -> PolicyConfig:
         return PolicyConfig(
@@ -83,6 +85,8 @@ class SchedulerConfig:
             offline_holdoff=self.offline_holdoff,
             fill_share=self.fill_share,
             ride_share=self.ride_share,
+            live_below=self.live_below,
+            live_batch_s=self.live_batch_s,
         )
 
 

@@ -35,6 +35,13 @@ class PolicyConfig:
     # batch's time (0 turns either off).
     fill_share: float = FILL_SHARE
     ride_share: float = RIDE_SHARE
+    # Live work (classes below ``live_below``): a batch of it ends where the batch cost
+    # predicts it would run past ``live_batch_s`` (never below one item), and no device
+    # waits to fill one. A turn's final decode then never waits long behind a batch of
+    # others: on a CPU, where a batch costs about the sum of its items, live batches stay
+    # small; on a GPU, where it costs little more than one item, they stay full.
+    live_below: int | None = None
+    live_batch_s: float = 0.0
 
 
 class Policy(ABC):
@@ -71,7 +78,7 @@ class Policy(ABC):
         wait = self.ready(pending, now)
         if wait is not None:
             return wait
-        batch = self.spread(self.select(pending, now), pending, load)
+        batch = self.within_live_budget(self.spread(self.select(pending, now), pending, load), load)
         hold = max(self.hold_until(batch[0], online_seen), self.fill_until(batch, now, load))
         if now < hold:
             return hold
@@ -86,6 +93,17 @@ class Policy(ABC):
         key = batch[0].key
         share = math.ceil(sum(1 for item in pending if item.key == key) / load.idle)
         return batch[: max(share, 1)]
+
+    def within_live_budget(self, batch: list[T], load: Load) -> list[T]:
+        """A batch of live work, cut where its predicted time passes ``live_batch_s``."""
+        if not self.is_live(batch[0]) or self.config.live_batch_s <= 0:
+            return batch
+        audio = 0.0
+        for size, item in enumerate(batch, start=1):
+            audio += item.duration
+            if size > 1 and load.cost.batch(size, audio) > self.config.live_batch_s:
+                return batch[: size - 1]
+        return batch
 
     def riders(self, batch: Sequence[T], pending: Sequence[T], load: Load) -> list[T]:
         """Offline chunks of the same key that ride in an online ``batch`` with room."""
@@ -102,7 +120,7 @@ class Policy(ABC):
         """When a device may start ``batch`` rather than wait for a fuller one (policies
         that fill; never for a batch whose head is overdue)."""
         head = batch[0]
-        if not self.fills or now - head.enqueued_at >= self.config.max_age:
+        if not self.fills or self.is_live(head) or now - head.enqueued_at >= self.config.max_age:
             return -math.inf
         audio = sum(item.duration for item in batch)
         rate = load.arrivals.per_second(head.key, now)
@@ -119,6 +137,10 @@ class Policy(ABC):
             return -math.inf
         quiet = online_seen + self.config.offline_holdoff
         return min(quiet, head.enqueued_at + self.config.max_age)
+
+    def is_live(self, item: Pending) -> bool:
+        live = self.config.live_below
+        return live is not None and item.priority < live
 
     def is_online(self, item: Pending) -> bool:
         offline = self.config.offline_from
