@@ -328,9 +328,12 @@ def test_callback_and_interactive_request_during_a_batch(
     # The interactive request ran ahead of the backlog: the batch was still far from done.
     assert during["status"] == "in_progress", during
     assert during["request_counts"]["completed"] < 30
+    # Its progress counts the finished requests' audio, and not yet all of it.
+    assert 0 < during["audio_seconds_done"] < during["audio_seconds"], during
 
     batch = wait_ended(server, batch_id)
     assert batch["status"] == "completed"
+    assert batch["audio_seconds_done"] is None  # shown while the batch is in progress only
     # the first delivery is answered 500; the retry follows after 1 s
     wait_until(record.answered_ok, 30, lambda: f"a delivered callback: {record.calls}")
     calls = [(headers["X-Asrserve-Event"], json.loads(body)) for _, headers, body in record.calls]

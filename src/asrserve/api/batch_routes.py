@@ -102,7 +102,10 @@ async def get_batch(
             batch.id, lambda: ctx.batches.get(batch.id), lambda b: b.status.finished, timeout
         )
         batch = ended or batch
-    return batch.view()
+    if batch.status is not BatchStatus.IN_PROGRESS:
+        return batch.view()
+    unfinished = await ctx.service.store.batch_jobs(batch.id, unfinished=True)
+    return batch.view(audio_done=batch.audio_done(unfinished))
 
 
 @router.post("/{batch_id}/cancel")

@@ -230,16 +230,20 @@ def upload_requests(client: httpx.Client, files: list[Path], file_ids: list[str]
 
 
 def wait(client: httpx.Client, batch: dict[str, Any], total: int) -> dict[str, Any]:
-    """Poll the batch until it ends; the bar shows files done, audio hours and the ETA."""
-    with _bar(None, "transcribe", total=total, smoothing=0.0) as bar:
+    """Poll the batch until it ends. The bar counts seconds of audio transcribed, running
+    requests' windows included (``audio_seconds_done``), so its ETA moves within a long
+    file too; beside it, the files done."""
+    with _bar(None, "transcribe", total=None, smoothing=0.0, unit="audio s") as bar:
         while not BatchStatus(batch["status"]).finished:
             time.sleep(POLL_S)  # a remote status: there is nothing to subscribe to
             batch = call(client, "GET", f"/v1/batches/{batch['id']}")
             counts = batch["request_counts"]
-            done = counts["completed"] + counts["failed"]
-            hours = batch["audio_seconds"] / 3600
-            bar.set_postfix_str(f"audio {hours * done / max(total, 1):.3f}/{hours:.3f} h")
-            bar.update(done - bar.n)
+            bar.set_postfix_str(f"files {counts['completed'] + counts['failed']}/{total}")
+            done = batch.get("audio_seconds_done")
+            if done is None:
+                continue
+            bar.total = round(batch["audio_seconds"], 1)
+            bar.update(round(done, 1) - bar.n)
     return batch
 
 
@@ -307,7 +311,7 @@ def summary(
         print(f"{len(written)} transcript(s) written to {written[0].parent}")
 
 
-def _bar(items: list[Path] | None, desc: str, **kwargs: Any) -> Any:
+def _bar(items: list[Path] | None, desc: str, unit: str = "file", **kwargs: Any) -> Any:
     from tqdm import tqdm
 
-    return tqdm(items, desc=desc, unit="file", file=sys.stderr, dynamic_ncols=True, **kwargs)
+    return tqdm(items, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, **kwargs)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import JobError, Task, WebhookStatus
+from asrserve.jobs.models import Job, JobError, Task, WebhookStatus
 
 ENDPOINT = "/v1/audio/transcriptions"
 TRANSLATIONS = "/v1/audio/translations"
@@ -92,13 +93,27 @@ class Batch(BaseModel):
     def callback_url(self) -> str | None:
         return (self.metadata or {}).get("callback_url")
 
-    def view(self) -> dict[str, Any]:
-        """The batch as the API shows it."""
+    def view(self, audio_done: float | None = None) -> dict[str, Any]:
+        """The batch as the API shows it; ``audio_done``: see :meth:`audio_done`."""
         hidden = {"rejected", "owner", "webhook_status", "webhook_attempts", "webhook_last_error"}
         body = self.model_dump(mode="json", exclude=hidden)
         errors = body.pop("errors")
         body["errors"] = None if errors is None else {"object": "list", "data": errors}
+        body["audio_seconds_done"] = audio_done
         return body
+
+    def audio_done(self, unfinished: Iterable[Job]) -> float:
+        """Of the accepted audio, the seconds transcribed so far: all of it but what the
+        batch's queued and running jobs (``unfinished``) have left, a running job's share
+        taken from its progress (windows done, in seconds of speech)."""
+        left = 0.0
+        for job in unfinished:
+            progress = job.progress
+            share = 0.0
+            if progress is not None and progress.audio_total_s > 0:
+                share = min(progress.audio_done_s / progress.audio_total_s, 1.0)
+            left += job.admitted_s * (1.0 - share)
+        return round(max(self.audio_seconds - left, 0.0), 3)
 
 
 class BatchItem(BaseModel):
