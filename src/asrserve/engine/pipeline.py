@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 from faster_whisper import BatchedInferencePipeline
 
+from asrserve.engine.base import FRAMES_PER_SECOND
+
 # A window's text is at most this many tokens per second of its length (fast English
 # speech is about 4; timestamps add 2 per segment): a decode that loops on a short window
 # stops there instead of running to the model's 448-token limit, which on a 5 s window
 # cost 15-25 times a normal decode. A full 30 s window keeps the model's limit.
 TOKENS_PER_SECOND = 15
-FRAMES_PER_SECOND = 100
 
 
 def token_limit(prompt_tokens: int, frames: int, model_limit: int) -> int:
