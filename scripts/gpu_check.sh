@@ -94,7 +94,7 @@ done
 step ceiling "$CEILING_S" "${AUDIO[@]}" --ceiling --device cpu \
     --ceiling-batch-sizes "$CEILING_SIZES"
 step cpu-auto "$CPU_S" "${AUDIO[@]}" --device cpu --policies greedy --concurrency 16,1
-step cuda-live "$LIVE_S" --device cuda --compute-type "$COMPUTE_TYPE" --policies greedy,none \
+step cuda-live "$LIVE_S" "${AUDIO[@]}" --device cuda --compute-type "$COMPUTE_TYPE" --policies greedy,none \
     --live "$LIVE_COUNTS" --live-seconds 20
 
 echo
