@@ -24,6 +24,7 @@ class FakeEngine(Engine):
         self.model_id = model_id
         self.language = language
         self.batches: list[list[float]] = []  # chunk durations per batch
+        self.contexts: list[str] = []  # each chunk's context text, in the order run
         self.detections: list[int] = []  # windows per detect_language call
         self.wholes = 0
         self.gate = threading.Event()
@@ -59,6 +60,7 @@ class FakeEngine(Engine):
         self.entered.set()
         self.gate.wait(10)
         self.batches.append([c.duration for c in chunks])
+        self.contexts.extend(c.context for c in chunks)
         if self.fail_on is not None and any(abs(c.duration - self.fail_on) < 0.01 for c in chunks):
             raise RuntimeError("poison chunk")
         return [[segment(c)] for c in chunks]

@@ -90,6 +90,26 @@ def test_a_committed_turn_completes_with_its_text() -> None:
     assert events[-1]["seconds"] == [2.5]  # the owner's quota is charged each turn's audio
 
 
+def test_a_turn_is_decoded_on_the_text_of_the_turn_before_it() -> None:
+    """The second turn ends while the first one's final decode still runs: it waits for
+    that text to condition on (the fake engine's text is a window's length)."""
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        engine.gate.clear()
+        wall.now = 10.0
+        await session.append(pcm(1.5))
+        await session.commit()
+        assert await asyncio.to_thread(engine.entered.wait, 5)  # the first turn's decode runs
+        await session.append(pcm(2.5))
+        await session.commit()
+        engine.gate.set()
+
+    engine, events = run(body, LiveLimits(interim_s=100.0, final_deadline_s=60.0))
+    assert engine.contexts == ["", "1.5"]
+    completed = [e["transcript"] for e in events if e["type"].endswith("transcription.completed")]
+    assert completed == ["1.5", "2.5"]
+
+
 def test_a_newer_interim_replaces_one_no_device_has_started() -> None:
     async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
         engine.gate.clear()

@@ -276,6 +276,12 @@ class LiveSession:
     async def _decode_final(
         self, turn: _Turn, audio: np.ndarray, previous: asyncio.Task[None] | None
     ) -> None:
+        # The turn before is decoded first: this one is conditioned on its text (and a
+        # multilingual model's language, detected once), and turns complete in the order
+        # they were spoken. Decoded without it, JFK's "ask not" (1.9 s) came out "S NOT".
+        if previous is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await previous
         try:
             options = await self._options(audio)
             future = await self._decoder.decode(
@@ -284,9 +290,6 @@ class LiveSession:
             text: str | None = text_of(await future)
         except DeadlineExceeded:
             text = None
-        if previous is not None:  # turns complete in the order they were spoken
-            with contextlib.suppress(asyncio.CancelledError):
-                await previous
         if text is None:
             error = {
                 "type": "server_error",
