@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asrserve.backends import Backend
-from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batcher.device import Device
+from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.consumer import Consumer, Lane

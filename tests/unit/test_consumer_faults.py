@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from asrserve.backends import open_backend
-from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batcher.device import Device
+from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.consumer import Consumer, Lane
 from asrserve.corpus import Clip
 from asrserve.jobs.models import Job, JobStatus, Priority

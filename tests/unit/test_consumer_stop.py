@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from asrserve.backends import open_backend
-from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batcher.device import Device
+from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.consumer import Consumer, Lane
 from asrserve.jobs.models import Job, Priority
 from asrserve.queue.base import Delivery, Queue

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batcher.device import Device
+from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.live.decoder import LiveDecoder
 from asrserve.live.errors import LiveError

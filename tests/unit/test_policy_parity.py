@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from asrserve.batcher.clock import ManualClock
+from asrserve.batcher.device import Device
 from asrserve.batcher.policies import POLICIES
-from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.engine.base import SAMPLING_RATE, ChunkInput, Engine, RawSegment
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.transcript import Transcript

@@ -7,7 +7,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from asrserve.batcher.clock import ManualClock
-from asrserve.batcher.scheduler import Device, Scheduler, SchedulerConfig
+from asrserve.batcher.device import Device
+from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
 
