@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from asrserve.batcher.clock import ManualClock
+from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import (
     DeadlineExceeded,
-    Device,
     RunTimeout,
     Scheduler,
     SchedulerConfig,
