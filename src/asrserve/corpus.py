@@ -9,6 +9,8 @@ rotating set of containers to exercise the server's audio decoding.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import random
@@ -16,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import wave
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +29,15 @@ import numpy as np
 import numpy.typing as npt
 from av.audio.stream import AudioStream
 
-__all__ = ["SENTENCES", "Clip", "build_corpus", "convert", "load_refs", "synthesize"]
+__all__ = [
+    "SENTENCES",
+    "Clip",
+    "build_corpus",
+    "convert",
+    "exclusive",
+    "load_refs",
+    "synthesize",
+]
 
 CORPUS_VERSION = "1"
 """Bump when sentences or the build recipe change, to invalidate caches."""
@@ -222,9 +232,24 @@ def build_corpus(
     cached = _cached(out_dir, params)
     if cached is not None:
         return cached
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with exclusive(out_dir):
+        return _cached(out_dir, params) or _build(out_dir, params)
+
+
+@contextlib.contextmanager
+def exclusive(folder: Path) -> Iterator[None]:
+    """One build of *folder* at a time, across processes (parallel test workers, two bench
+    runs): the second waits for the first, then finds its build cached."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".build.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+def _build(out_dir: Path, params: dict[str, float]) -> list[Clip]:
+    n_clips, long_clip_seconds = int(params["n_clips"]), params["long"]
     (out_dir / "corpus.version").unlink(missing_ok=True)
-    rng = random.Random(seed)
+    rng = random.Random(params["seed"])
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         wavs = [tmp / f"s{i:02d}.wav" for i in range(len(SENTENCES))]

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from asrserve.corpus import convert, synthesize
+from asrserve.corpus import convert, exclusive, synthesize
 
 __all__ = ["LANGUAGES", "SENTENCES", "LanguageClip", "build_language_corpus"]
 
@@ -129,7 +129,11 @@ def build_language_corpus(folder: Path) -> list[LanguageClip]:
     cached = _cached(folder)
     if cached is not None:
         return cached
-    folder.mkdir(parents=True, exist_ok=True)
+    with exclusive(folder):
+        return _cached(folder) or _build(folder)
+
+
+def _build(folder: Path) -> list[LanguageClip]:
     (folder / "corpus.version").unlink(missing_ok=True)
     plan = list(_plan())
     with tempfile.TemporaryDirectory() as tmp_name:
