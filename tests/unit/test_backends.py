@@ -167,6 +167,25 @@ class JobStoreContract:
 
         run(main())
 
+    def test_batch_backlog_sums_queued_audio_and_lists_running_jobs(
+        self, store: JobStore, run: Run
+    ) -> None:
+        jobs = [
+            Job(id=f"job_b{i}", batch_id="batch_1", owns_audio=False, admitted_s=10.0 * (i + 1))
+            for i in range(4)
+        ]
+
+        async def main() -> None:
+            await store.create(Job(id=new_job_id(), admitted_s=99.0))  # queued, not in the batch
+            await store.create_many(jobs)
+            await store.succeed("job_b0", transcript())
+            await store.start("job_b1")
+            backlog = await store.batch_backlog("batch_1")
+            assert backlog.queued_s == 30.0 + 40.0
+            assert [job.id for job in backlog.running] == ["job_b1"]
+
+        run(main())
+
 
 class TestSqliteJobStore(JobStoreContract):
     @pytest.fixture

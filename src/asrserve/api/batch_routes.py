@@ -104,8 +104,8 @@ async def get_batch(
         batch = ended or batch
     if batch.status is not BatchStatus.IN_PROGRESS:
         return batch.view()
-    unfinished = await ctx.service.store.batch_jobs(batch.id, unfinished=True)
-    return batch.view(audio_done=batch.audio_done(unfinished))
+    backlog = await ctx.service.store.batch_backlog(batch.id)
+    return batch.view(audio_done=batch.audio_done(backlog))
 
 
 @router.post("/{batch_id}/cancel")

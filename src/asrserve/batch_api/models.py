@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import Job, JobError, Task, WebhookStatus
+from asrserve.jobs.models import Backlog, JobError, Task, WebhookStatus
 
 ENDPOINT = "/v1/audio/transcriptions"
 TRANSLATIONS = "/v1/audio/translations"
@@ -102,12 +101,12 @@ class Batch(BaseModel):
         body["audio_seconds_done"] = audio_done
         return body
 
-    def audio_done(self, unfinished: Iterable[Job]) -> float:
+    def audio_done(self, backlog: Backlog) -> float:
         """Of the accepted audio, the seconds transcribed so far: all of it but what the
-        batch's queued and running jobs (``unfinished``) have left, a running job's share
+        batch's queued jobs hold and its running jobs have left, a running job's share
         taken from its progress (windows done, in seconds of speech)."""
-        left = 0.0
-        for job in unfinished:
+        left = backlog.queued_s
+        for job in backlog.running:
             progress = job.progress
             share = 0.0
             if progress is not None and progress.audio_total_s > 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -147,3 +148,12 @@ def new_job_id() -> str:
 def new_job_id_at(created: float) -> str:
     """The smallest id a job created at ``created`` (epoch seconds) can have."""
     return f"job_{int(created * 1000):012x}"
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What of a batch is not finished: the audio its queued jobs were admitted with, in
+    seconds, and its running jobs (each job's progress tells how far it is)."""
+
+    queued_s: float
+    running: list[Job]

@@ -20,12 +20,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import cast
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from asrserve.distributed.documents import CHUNK, Docs, Raw, Writer, transact, ttl_ms, zrange
-from asrserve.jobs.models import Job, JobStatus, WebhookStatus, new_job_id_at
+from asrserve.distributed.documents import (
+    CHUNK,
+    Docs,
+    Raw,
+    Writer,
+    text,
+    transact,
+    ttl_ms,
+    zrange,
+)
+from asrserve.jobs.models import Backlog, Job, JobStatus, WebhookStatus, new_job_id_at
 from asrserve.jobs.store import JobStore, Mutation
 
 
@@ -152,5 +162,16 @@ class RedisJobStore(JobStore):
         return dict(Counter(job.status for job in jobs))
 
     async def batch_jobs(self, batch_id: str, *, unfinished: bool = False) -> list[Job]:
-        jobs = await self._docs.members(f"{self._p}:jobs:batch:{batch_id}")
-        return [job for job in jobs if not (unfinished and job.status.finished)]
+        index = f"{self._p}:jobs:batch:{batch_id}"
+        if not unfinished:
+            return await self._docs.members(index)
+        # the batch's ids among all unfinished jobs, intersected in Redis: the batch's
+        # finished jobs are never loaded
+        found = cast("list[Raw]", await self._client.zinter([index, f"{self._p}:jobs:unfinished"]))
+        ids = sorted(text(member) for member in found)
+        return [job for job in await self._docs.load(index, ids) if not job.status.finished]
+
+    async def batch_backlog(self, batch_id: str) -> Backlog:
+        jobs = await self.batch_jobs(batch_id, unfinished=True)
+        queued = sum(job.admitted_s for job in jobs if job.status is JobStatus.QUEUED)
+        return Backlog(queued, [job for job in jobs if job.status is JobStatus.RUNNING])

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from asrserve.jobs.models import Job, JobStatus, WebhookStatus
+from asrserve.jobs.models import Backlog, Job, JobStatus, WebhookStatus
 from asrserve.jobs.store import JobStore, Mutation
 from asrserve.sqlite import Database, page_filter
 
@@ -107,6 +107,19 @@ class SqliteJobStore(JobStore):
             sql += " AND status IN (?, ?)"
             params = (batch_id, JobStatus.QUEUED.value, JobStatus.RUNNING.value)
         return await self._select(sql + " ORDER BY id", params)
+
+    async def batch_backlog(self, batch_id: str) -> Backlog:
+        def read(conn: sqlite3.Connection) -> Backlog:
+            where = "FROM jobs WHERE batch_id = ? AND status = ?"
+            queued = conn.execute(
+                f"SELECT COALESCE(SUM(admitted_s), 0) {where}", (batch_id, JobStatus.QUEUED.value)
+            ).fetchone()[0]
+            running = conn.execute(
+                f"SELECT * {where} ORDER BY id", (batch_id, JobStatus.RUNNING.value)
+            ).fetchall()
+            return Backlog(float(queued), [_from_row(row) for row in running])
+
+        return await self._db.run(read)
 
     async def get(self, job_id: str) -> Job | None:
         return await self._db.run(lambda c: _get(c, job_id))

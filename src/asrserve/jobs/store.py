@@ -7,7 +7,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from asrserve.jobs.models import Job, JobError, JobStatus, Progress, WebhookStatus
+from asrserve.jobs.models import Backlog, Job, JobError, JobStatus, Progress, WebhookStatus
 from asrserve.transcript import Transcript
 
 Mutation = Callable[[Job], Job | None]
@@ -57,6 +57,11 @@ class JobStore(ABC):
     @abstractmethod
     async def batch_jobs(self, batch_id: str, *, unfinished: bool = False) -> list[Job]:
         """A batch's jobs (only the queued or running ones with ``unfinished``)."""
+
+    @abstractmethod
+    async def batch_backlog(self, batch_id: str) -> Backlog:
+        """A batch's unfinished work, read without loading its finished or queued jobs
+        where the backend can sum in place (SQLite; Redis loads the unfinished ones)."""
 
     async def create_many(self, jobs: Sequence[Job]) -> None:
         """Create the jobs not stored yet (safe to repeat after a crash)."""
