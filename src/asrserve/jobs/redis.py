@@ -38,6 +38,8 @@ from asrserve.distributed.documents import (
 from asrserve.jobs.models import Backlog, Job, JobStatus, WebhookStatus, new_job_id_at
 from asrserve.jobs.store import JobStore, Mutation
 
+KEPT = "kept"  # a batch's counts hash has it from its first job on
+
 
 def _holds_audio(job: Job) -> bool:
     return job.finished_at is not None and job.audio_path != "" and job.owns_audio
@@ -74,13 +76,28 @@ class RedisJobStore(JobStore):
     def _write(self, pipe: Pipeline, old: Job | None, new: Job) -> None:
         ttl = self._ttl if _expirable(new) else None
         pipe.set(self._docs.key(new.id), new.model_dump_json(), px=ttl)
-        if ttl is not None and new.batch_id is not None:  # outlives the batch's last job
-            pipe.pexpire(f"{self._p}:jobs:batch:{new.batch_id}", ttl)
+        if new.batch_id is not None:
+            self._count(pipe, old, new, ttl)
         indexes = self._indexes(new)
         for index in (self._indexes(old) if old else {}).keys() - indexes.keys():
             pipe.zrem(index, new.id)
         for index, score in indexes.items():
             pipe.zadd(index, {new.id: score})
+
+    def _count(self, pipe: Pipeline, old: Job | None, new: Job, ttl: int | None) -> None:
+        """Keep the batch's jobs counted by status, in the transaction that moves one, so
+        the Batch API reads its counts without loading its jobs. A batch created before
+        the counts were kept has no ``KEPT`` field: its counts are read from its jobs."""
+        counts = f"{self._p}:jobs:batch:{new.batch_id}:counts"
+        if old is None:
+            pipe.hset(counts, KEPT, 1)
+        if old is None or old.status is not new.status:
+            if old is not None:
+                pipe.hincrby(counts, old.status.value, -1)
+            pipe.hincrby(counts, new.status.value, 1)
+        if ttl is not None:  # both outlive the batch's last job
+            pipe.pexpire(f"{self._p}:jobs:batch:{new.batch_id}", ttl)
+            pipe.pexpire(counts, ttl)
 
     async def _insert(self, jobs: Sequence[Job]) -> int:
         """Create the jobs whose id is not stored yet (the first of repeated ids); how many."""
@@ -158,8 +175,13 @@ class RedisJobStore(JobStore):
         return removed
 
     async def batch_counts(self, batch_id: str) -> dict[JobStatus, int]:
-        jobs = await self._docs.members(f"{self._p}:jobs:batch:{batch_id}")
-        return dict(Counter(job.status for job in jobs))
+        index = f"{self._p}:jobs:batch:{batch_id}"
+        kept: dict[Raw, Raw] = await self._client.hgetall(f"{index}:counts")
+        counts = {text(field): int(value) for field, value in kept.items()}
+        if counts.pop(KEPT, None) is None:
+            jobs = await self._docs.members(index)
+            return dict(Counter(job.status for job in jobs))
+        return {JobStatus(status): n for status, n in counts.items() if n > 0}
 
     async def batch_jobs(self, batch_id: str, *, unfinished: bool = False) -> list[Job]:
         index = f"{self._p}:jobs:batch:{batch_id}"
