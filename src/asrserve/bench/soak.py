@@ -59,7 +59,7 @@ class SoakConfig:
 
 @dataclass(frozen=True)
 class Outcome:
-    start: float  # seconds after the soak began
+    start: float  # when it was due, seconds after the soak began (all within the soak)
     latency: float
     status: int  # 0: no answer (timeout, connection error)
     audio_s: float
@@ -118,18 +118,19 @@ def measure_capacity(url: str, files: list[AudioFile]) -> dict[str, Any]:
     }
 
 
-async def _send(client: httpx.AsyncClient, file: AudioFile, origin: float, delay: float) -> Outcome:
-    await asyncio.sleep(delay)
-    start = time.monotonic()
+async def _send(client: httpx.AsyncClient, file: AudioFile, origin: float, at: float) -> Outcome:
+    """``file`` sent at ``at`` s after ``origin``. Its latency counts from then, not from
+    when the client got to it: a client running late adds to latency, as a user's would."""
+    await asyncio.sleep(max(origin + at - time.monotonic(), 0.0))
     files = {"file": (file.path.name, file.data)}
     try:
         resp = await client.post("/v1/audio/transcriptions", data=FIELDS, files=files)
     except httpx.HTTPError as exc:
-        latency = time.monotonic() - start
-        return Outcome(start - origin, latency, 0, file.duration, f"{type(exc).__name__}")
-    latency = time.monotonic() - start
+        latency = time.monotonic() - (origin + at)
+        return Outcome(at, latency, 0, file.duration, f"{type(exc).__name__}")
+    latency = time.monotonic() - (origin + at)
     detail = "" if resp.status_code == 200 else resp.text[:200]
-    return Outcome(start - origin, latency, resp.status_code, file.duration, detail)
+    return Outcome(at, latency, resp.status_code, file.duration, detail)
 
 
 def arrivals(
@@ -151,8 +152,7 @@ async def open_loop(
     """Every planned request sent at its time, whatever the state of the earlier ones."""
     pool = limits(1024, keepalive=64)
     async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=pool) as client:
-        begin = origin - time.monotonic()
-        tasks = [_send(client, file, origin, max(at + begin, 0.0)) for at, file in plan]
+        tasks = [_send(client, file, origin, at) for at, file in plan]
         return list(await asyncio.gather(*tasks))
 
 
