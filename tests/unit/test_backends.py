@@ -282,23 +282,29 @@ class TestRedisJobStore(JobStoreContract):
     ) -> None:
         """Counted as the jobs move, so a job whose document is gone still counts; the
         counts expire with the batch's index."""
-        run(store.create_many([Job(id=f"job_b{n}", batch_id="batch_1") for n in range(3)]))
+        jobs = [Job(id=f"job_b{n}", batch_id="batch_1", admitted_s=2.5 + n) for n in range(4)]
+        run(store.create_many(jobs))
         run(store.start("job_b0"))
         run(store.succeed("job_b0", transcript()))
         run(store.start("job_b1"))
-        run(redis_client.delete("test:job:job_b0"))  # not read: what expiry would do
-        expected = {JobStatus.SUCCEEDED: 1, JobStatus.RUNNING: 1, JobStatus.QUEUED: 1}
+        run(redis_client.delete("test:job:job_b0", "test:job:job_b3"))  # not read
+        expected = {JobStatus.SUCCEEDED: 1, JobStatus.RUNNING: 1, JobStatus.QUEUED: 2}
         assert run(store.batch_counts("batch_1")) == expected
+        assert run(store.batch_backlog("batch_1")).queued_s == 4.5 + 5.5
         assert 0 < run(redis_client.pttl("test:jobs:batch:batch_1:counts")) <= 100_000
 
     def test_a_batch_from_before_the_counts_is_counted_from_its_jobs(
         self, store: JobStore, redis_client: aioredis.Redis, run: Run
     ) -> None:
-        run(store.create_many([Job(id=f"job_b{n}", batch_id="batch_1") for n in range(3)]))
+        jobs = [Job(id=f"job_b{n}", batch_id="batch_1", admitted_s=2.0) for n in range(3)]
+        run(store.create_many(jobs))
         run(redis_client.delete("test:jobs:batch:batch_1:counts"))  # as an older release left it
         run(store.fail("job_b2", JobError(status=415, code="x", message="y")))
-        expected = {JobStatus.FAILED: 1, JobStatus.QUEUED: 2}
+        run(store.start("job_b1"))
+        expected = {JobStatus.FAILED: 1, JobStatus.RUNNING: 1, JobStatus.QUEUED: 1}
         assert run(store.batch_counts("batch_1")) == expected
+        backlog = run(store.batch_backlog("batch_1"))
+        assert (backlog.queued_s, [job.id for job in backlog.running]) == (2.0, ["job_b1"])
 
     def test_finished_job_keeps_its_audio_until_swept(
         self, store: JobStore, redis_client: aioredis.Redis, run: Run

@@ -38,7 +38,9 @@ from asrserve.distributed.documents import (
 from asrserve.jobs.models import Backlog, Job, JobStatus, WebhookStatus, new_job_id_at
 from asrserve.jobs.store import JobStore, Mutation
 
-KEPT = "kept"  # a batch's counts hash has it from its first job on
+# Fields of a batch's counts hash besides its statuses: present from its first job on,
+# and the audio seconds its queued jobs were admitted with.
+KEPT, QUEUED_S = "kept", "queued_s"
 
 
 def _holds_audio(job: Job) -> bool:
@@ -69,6 +71,8 @@ class RedisJobStore(JobStore):
             found[f"{p}:jobs:webhooks"] = 0.0
         if job.batch_id is not None:
             found[f"{p}:jobs:batch:{job.batch_id}"] = 0.0
+            if job.status is JobStatus.RUNNING:
+                found[f"{p}:jobs:batch:{job.batch_id}:running"] = 0.0
         if _holds_audio(job) and job.finished_at is not None:
             found[f"{p}:jobs:audio"] = job.finished_at
         return found
@@ -86,8 +90,9 @@ class RedisJobStore(JobStore):
 
     def _count(self, pipe: Pipeline, old: Job | None, new: Job, ttl: int | None) -> None:
         """Keep the batch's jobs counted by status, in the transaction that moves one, so
-        the Batch API reads its counts without loading its jobs. A batch created before
-        the counts were kept has no ``KEPT`` field: its counts are read from its jobs."""
+        the Batch API reads its counts without loading its jobs, and the audio of its
+        queued jobs (``QUEUED_S``) likewise. A batch created before the counts were kept
+        has no ``KEPT`` field: its counts are read from its jobs."""
         counts = f"{self._p}:jobs:batch:{new.batch_id}:counts"
         if old is None:
             pipe.hset(counts, KEPT, 1)
@@ -95,6 +100,10 @@ class RedisJobStore(JobStore):
             if old is not None:
                 pipe.hincrby(counts, old.status.value, -1)
             pipe.hincrby(counts, new.status.value, 1)
+            if old is not None and old.status is JobStatus.QUEUED:
+                pipe.hincrbyfloat(counts, QUEUED_S, -old.admitted_s)
+            if new.status is JobStatus.QUEUED:
+                pipe.hincrbyfloat(counts, QUEUED_S, new.admitted_s)
         if ttl is not None:  # both outlive the batch's last job
             pipe.pexpire(f"{self._p}:jobs:batch:{new.batch_id}", ttl)
             pipe.pexpire(counts, ttl)
@@ -174,14 +183,18 @@ class RedisJobStore(JobStore):
             removed += int(await self._client.zremrangebylex(index, "-", bound))
         return removed
 
+    async def _kept(self, batch_id: str) -> dict[str, float] | None:
+        """The batch's counts hash, or None for a batch from before it was kept."""
+        raw: dict[Raw, Raw] = await self._client.hgetall(f"{self._p}:jobs:batch:{batch_id}:counts")
+        kept = {text(field): float(value) for field, value in raw.items()}
+        return kept if KEPT in kept else None
+
     async def batch_counts(self, batch_id: str) -> dict[JobStatus, int]:
-        index = f"{self._p}:jobs:batch:{batch_id}"
-        kept: dict[Raw, Raw] = await self._client.hgetall(f"{index}:counts")
-        counts = {text(field): int(value) for field, value in kept.items()}
-        if counts.pop(KEPT, None) is None:
-            jobs = await self._docs.members(index)
+        kept = await self._kept(batch_id)
+        if kept is None:
+            jobs = await self._docs.members(f"{self._p}:jobs:batch:{batch_id}")
             return dict(Counter(job.status for job in jobs))
-        return {JobStatus(status): n for status, n in counts.items() if n > 0}
+        return {status: int(kept[status]) for status in JobStatus if kept.get(status, 0) > 0}
 
     async def batch_jobs(self, batch_id: str, *, unfinished: bool = False) -> list[Job]:
         index = f"{self._p}:jobs:batch:{batch_id}"
@@ -194,6 +207,11 @@ class RedisJobStore(JobStore):
         return [job for job in await self._docs.load(index, ids) if not job.status.finished]
 
     async def batch_backlog(self, batch_id: str) -> Backlog:
+        kept = await self._kept(batch_id)
+        if kept is not None:
+            running = await self._docs.members(f"{self._p}:jobs:batch:{batch_id}:running")
+            queued = max(kept.get(QUEUED_S, 0.0), 0.0)  # a sum of floats: may end at -1e-12
+            return Backlog(queued, [job for job in running if job.status is JobStatus.RUNNING])
         jobs = await self.batch_jobs(batch_id, unfinished=True)
         queued = sum(job.admitted_s for job in jobs if job.status is JobStatus.QUEUED)
         return Backlog(queued, [job for job in jobs if job.status is JobStatus.RUNNING])
