@@ -83,9 +83,12 @@ class Pattern:
         return f"open loop, {self.rate:g} req/s ({kind})"
 
 
-async def send(client: httpx.AsyncClient, file: AudioFile, fields: dict[str, str]) -> Sample:
-    """One transcription request, timed."""
-    start = time.perf_counter()
+async def send(
+    client: httpx.AsyncClient, file: AudioFile, fields: dict[str, str], due: float | None = None
+) -> Sample:
+    """One transcription request, timed from ``due`` (``perf_counter``: when an open loop
+    meant to send it, so a late send adds to its latency) or from now."""
+    start = time.perf_counter() if due is None else due
     response = await client.post(
         "/v1/audio/transcriptions", data=fields, files={"file": (file.path.name, file.data)}
     )
@@ -134,7 +137,7 @@ async def _open(
         if index % pattern.burst == 0 and index:
             due += next(gaps)
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
-        tasks.append(asyncio.create_task(send(client, file, fields)))
+        tasks.append(asyncio.create_task(send(client, file, fields, due)))
     return list(await asyncio.gather(*tasks))
 
 

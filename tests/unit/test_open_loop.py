@@ -1,4 +1,5 @@
-"""The soak's open loop: a request is counted where it was due, whenever it was sent."""
+"""The bench's open loops (the soak's and ``--rate``'s): a request's latency runs from when
+it was due, so a client that sends late adds to latency instead of hiding it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from asrserve.bench.load import AudioFile
+from asrserve.bench.load import AudioFile, send
 from asrserve.bench.soak import Outcome, SoakConfig, _send, windows
 
 
@@ -28,3 +29,16 @@ def test_a_request_sent_late_counts_in_the_window_it_was_due_with_its_lateness()
     assert outcome.latency >= 10.0
     rows = windows([outcome], [], SoakConfig(seconds=20.0))
     assert [(row["start_s"], row["requests"]) for row in rows] == [(0.0, 0), (10.0, 1)]
+
+
+def test_a_rate_request_sent_late_counts_its_lateness() -> None:
+    file = AudioFile(Path("a.wav"), 2.0, None, b"RIFF")
+    server = httpx.MockTransport(lambda request: httpx.Response(200, json={"text": "a"}))
+
+    async def late() -> float:
+        async with httpx.AsyncClient(base_url="http://test", transport=server) as client:
+            sample = await send(client, file, {}, due=time.perf_counter() - 5.0)
+        assert (sample.status, sample.text) == (200, "a")
+        return sample.latency
+
+    assert asyncio.run(late()) >= 5.0
