@@ -170,7 +170,7 @@ def test_bench_live_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     done = run_bench([*common, "--live", "2", "--live-seconds", "8", "--policies", "greedy"])
     live = json.loads(report.read_text())["live"]
     [row] = live["policies"]["greedy"]["rows"]
-    assert row["sessions"] == 2 and row["errors"] == 0, row
+    assert row["sessions"] == 2 and row["errors"] == 0 and row["unfinished"] == 0, row
     assert row["turns"] >= 2 and 0 < row["turn_p50_s"] <= row["turn_p95_s"]
     assert row["wer"] <= 0.5 and 0 < row["busy_fraction"] < 1
     largest = live["policies"]["greedy"]["largest_n"]

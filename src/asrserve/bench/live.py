@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,8 @@ RATE = 24000
 FRAME_S = 0.1
 GAP_S = 1.0
 TARGET_P95_S = 1.5
-QUIET_S = 3.0  # after its audio, how long a session waits for its last events
+QUIET_S = 3.0  # after its audio, how long a session waits for its last turn to start
+LATE_S = 60.0  # then, how long it waits for its open turns' final text
 
 
 @dataclass
@@ -46,6 +48,7 @@ class SessionLog:
     errors: list[str] = field(default_factory=list)
     heard: list[str] = field(default_factory=list)
     said: list[str] = field(default_factory=list)
+    unfinished: int = 0  # turns started whose final text had not come LATE_S after the rest
 
 
 def program(files: list[AudioFile], first: int, seconds: float) -> tuple[bytes, list[str]]:
@@ -75,38 +78,61 @@ def pcm16(samples: np.ndarray, rate: int) -> bytes:
     return pcm
 
 
+class _Events:
+    """A session's events as they come: the delays of turns and interim text, and which
+    turns are still waiting for their final text."""
+
+    def __init__(self, log: SessionLog, start: float) -> None:
+        self.log, self.start = log, start
+        self.ends: dict[str, float] = {}  # a stopped turn's end of speech, s into the session
+        self.opened: set[str] = set()  # turns started whose final text has not come
+        self.settled = asyncio.Event()  # set while no turn is open
+        self.settled.set()
+
+    def on(self, event: dict[str, Any]) -> None:
+        now, kind, log = time.monotonic() - self.start, event["type"], self.log
+        if kind == "input_audio_buffer.speech_started":
+            self.opened.add(event["item_id"])
+        elif kind == "input_audio_buffer.speech_stopped":
+            self.ends[event["item_id"]] = event["audio_end_ms"] / 1000
+        elif kind.endswith("input_audio_transcription.completed"):
+            log.heard.append(event["transcript"])
+            log.turns.append(now - self.ends[event["item_id"]])
+        elif kind.endswith("input_audio_transcription.delta"):
+            log.deltas.append(now - event["audio_end_ms"] / 1000)
+        if kind in ("error", "conversation.item.input_audio_transcription.failed"):
+            log.errors.append(json.dumps(event)[:200])
+        if kind.endswith(("transcription.completed", "transcription.failed")):
+            self.opened.discard(event["item_id"])
+        if self.opened:
+            self.settled.clear()
+        else:
+            self.settled.set()
+
+
 async def run_session(url: str, audio: bytes, said: list[str], delay: float) -> SessionLog:
     log = SessionLog(said=said)
     await asyncio.sleep(delay)  # staggered starts, as real sessions are
     ws_url = url.replace("http://", "ws://", 1) + "/v1/realtime?intent=transcription"
     async with connect(ws_url, max_size=None) as ws:
         await ws.recv()
-        start = time.monotonic()
+        events = _Events(log, time.monotonic())
 
         async def read() -> None:
             async for message in ws:
-                event = json.loads(message)
-                now = time.monotonic() - start
-                kind = event["type"]
-                if kind.endswith("input_audio_transcription.completed"):
-                    log.heard.append(event["transcript"])
-                    log.turns.append(now - ends[event["item_id"]])
-                elif kind == "input_audio_buffer.speech_stopped":
-                    ends[event["item_id"]] = event["audio_end_ms"] / 1000
-                elif kind.endswith("input_audio_transcription.delta"):
-                    log.deltas.append(now - event["audio_end_ms"] / 1000)
-                elif kind in ("error", "conversation.item.input_audio_transcription.failed"):
-                    log.errors.append(json.dumps(event)[:200])
+                events.on(json.loads(message))
 
-        ends: dict[str, float] = {}
         reader = asyncio.create_task(read())
         step = int(RATE * FRAME_S) * 2
         for at in range(0, len(audio), step):
             spoken = (at + step) / 2 / RATE  # a frame is sent once it has been spoken
-            await asyncio.sleep(max(0.0, start + spoken - time.monotonic()))
+            await asyncio.sleep(max(0.0, events.start + spoken - time.monotonic()))
             chunk = base64.b64encode(audio[at : at + step]).decode()
             await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
-        await asyncio.sleep(QUIET_S)
+        await asyncio.sleep(QUIET_S)  # the server's VAD ends the last turn in this time
+        with contextlib.suppress(TimeoutError):  # a turn later than that is counted too
+            await asyncio.wait_for(events.settled.wait(), LATE_S)
+        log.unfinished = len(events.opened)
         await ws.close()
         await asyncio.gather(reader, return_exceptions=True)
     return log
@@ -140,6 +166,7 @@ def measure_n(url: str, files: list[AudioFile], n: int, seconds: float) -> dict[
         "sessions": n,
         "turns": len(turns),
         "errors": sum(len(log.errors) for log in logs),
+        "unfinished": sum(log.unfinished for log in logs),
         "error_samples": [e for log in logs for e in log.errors][:5],
         "turn_p50_s": _percentile(turns, 50),
         "turn_p95_s": _percentile(turns, 95),
@@ -179,12 +206,13 @@ def measure_live(
 
 def _within(row: dict[str, Any]) -> bool:
     p95 = row["turn_p95_s"]
-    return p95 is not None and p95 <= TARGET_P95_S and not row["errors"]
+    return p95 is not None and p95 <= TARGET_P95_S and not row["errors"] and not row["unfinished"]
 
 
 def live_row(row: dict[str, Any]) -> str:
     return (
-        f"N={row['sessions']}: {row['turns']} turns, {row['errors']} errors, "
+        f"N={row['sessions']}: {row['turns']} turns ({row['unfinished']} unfinished), "
+        f"{row['errors']} errors, "
         f"turn p50/p95 {row['turn_p50_s']}/{row['turn_p95_s']} s, "
         f"delta p50/p95 {row['delta_p50_s']}/{row['delta_p95_s']} s ({row['deltas']}), "
         f"batch {row['mean_batch']}, busy {row['busy_fraction']}, WER {row['wer']}"
