@@ -61,7 +61,7 @@ class JobStore(ABC):
     @abstractmethod
     async def batch_backlog(self, batch_id: str) -> Backlog:
         """A batch's unfinished work, read without loading its finished or queued jobs
-        where the backend can sum in place (SQLite; Redis loads the unfinished ones)."""
+        (SQLite sums in place; Redis keeps the sum beside the batch's counts)."""
 
     async def create_many(self, jobs: Sequence[Job]) -> None:
         """Create the jobs not stored yet (safe to repeat after a crash)."""
