@@ -20,11 +20,11 @@ def test_a_request_sent_late_counts_in_the_window_it_was_due_with_its_lateness()
     server = httpx.MockTransport(lambda request: httpx.Response(200, json={"text": "a"}))
     origin = time.monotonic() - 29.9
 
-    async def send() -> Outcome:
+    async def due_at_19_9() -> Outcome:
         async with httpx.AsyncClient(base_url="http://test", transport=server) as client:
             return await _send(client, file, origin, 19.9)
 
-    outcome = asyncio.run(send())
+    outcome = asyncio.run(due_at_19_9())
     assert (outcome.start, outcome.status) == (19.9, 200)
     assert outcome.latency >= 10.0
     rows = windows([outcome], [], SoakConfig(seconds=20.0))
