@@ -121,14 +121,14 @@ def measure_capacity(url: str, files: list[AudioFile]) -> dict[str, Any]:
 async def _send(client: httpx.AsyncClient, file: AudioFile, origin: float, at: float) -> Outcome:
     """``file`` sent at ``at`` s after ``origin``. Its latency counts from then, not from
     when the client got to it: a client running late adds to latency, as a user's would."""
-    await asyncio.sleep(max(origin + at - time.monotonic(), 0.0))
+    due = origin + at
+    await asyncio.sleep(max(due - time.monotonic(), 0.0))
     files = {"file": (file.path.name, file.data)}
     try:
         resp = await client.post("/v1/audio/transcriptions", data=FIELDS, files=files)
     except httpx.HTTPError as exc:
-        latency = time.monotonic() - (origin + at)
-        return Outcome(at, latency, 0, file.duration, f"{type(exc).__name__}")
-    latency = time.monotonic() - (origin + at)
+        return Outcome(at, time.monotonic() - due, 0, file.duration, f"{type(exc).__name__}")
+    latency = time.monotonic() - due
     detail = "" if resp.status_code == 200 else resp.text[:200]
     return Outcome(at, latency, resp.status_code, file.duration, detail)
 
