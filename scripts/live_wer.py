@@ -57,7 +57,7 @@ def main(url: str, pace: float) -> None:
     corpus = ROOT / ".corpus"
     clips = json.loads((corpus / "clips.json").read_text())["clips"]
     items = [(corpus / c["file"], c["text"]) for c in clips]
-    real = ROOT.parent / "shared" / "real-speech"
+    real = ROOT / "tests" / "data"
     items.append(
         (real / "jfk.flac", json.loads((real / "references.json").read_text())["jfk.flac"])
     )

@@ -25,7 +25,7 @@ from asrserve.audio.decode import decode
 from asrserve.corpus import Clip
 from asrserve.wer import wer, wer_one
 from tests.support.api import submit_job, transcribe_text, wait_job
-from tests.support.servers import JFK, REAL_SPEECH, ROOT, Receiver, needs_real_speech
+from tests.support.servers import JFK, REAL_SPEECH, ROOT, Receiver
 from tests.support.subtitles import check_cues, check_timeline, parse_srt, parse_vtt
 from tests.support.wait import wait_until
 
@@ -248,7 +248,6 @@ def _write_wav(path: Path, samples: np.ndarray) -> None:
         out.writeframes(pcm.tobytes())
 
 
-@needs_real_speech
 def test_real_speech(http: httpx.Client, tmp_path: Path) -> None:
     refs = load_references()
     figures: dict[str, float] = {}

@@ -19,7 +19,7 @@ from asrserve.audio.decode import decode
 from asrserve.bench.live import pcm16
 from asrserve.corpus import Clip
 from asrserve.wer import wer
-from tests.support.servers import JFK, REAL_SPEECH, Server, needs_real_speech
+from tests.support.servers import JFK, REAL_SPEECH, Server
 
 pytestmark = pytest.mark.slow
 Event = dict[str, Any]
@@ -84,7 +84,6 @@ def check_turns(events: list[Event]) -> list[str]:
     return [e["transcript"] for e in done]
 
 
-@needs_real_speech
 def test_live_turns_from_recordings_at_real_time_pace(server: Server, corpus: list[Clip]) -> None:
     """JFK at 24 kHz in 100 ms frames (OpenAI's format) and a corpus clip at 16 kHz in
     20 ms frames: server VAD cuts turns at the pauses, each turn completes in order, and

@@ -26,7 +26,7 @@ from asrserve.wer import wer_one
 from tests.support.api import submit_job, transcribe, wait_job
 from tests.support.batches import ENDPOINT, create_batch, line, upload_audio
 from tests.support.cluster import Cluster
-from tests.support.servers import JFK, REAL_SPEECH, Receiver, needs_real_speech
+from tests.support.servers import JFK, REAL_SPEECH, Receiver
 from tests.support.wait import wait_until
 
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
@@ -131,7 +131,6 @@ def test_sync_endpoint_and_keys(deployment: Deployment, clips: list[Clip]) -> No
             httpx.get(elsewhere, timeout=10)
 
 
-@needs_real_speech
 def test_real_speech(deployment: Deployment) -> None:
     references = json.loads((REAL_SPEECH / "references.json").read_text(encoding="utf-8"))
     oai = openai.OpenAI(base_url=f"{deployment.url}/v1", api_key=deployment.bob, max_retries=0)

@@ -25,9 +25,9 @@ import pytest
 from asrserve.audio.decode import decode
 from asrserve.wer import wer_one
 from tests.support.batches import client_for, create_batch, ended, line, wait_for
-from tests.support.servers import JFK, REAL_SPEECH, Server, needs_real_speech
+from tests.support.servers import JFK, REAL_SPEECH, Server
 
-pytestmark = [pytest.mark.slow, needs_real_speech]
+pytestmark = pytest.mark.slow
 
 TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 TRANSLATIONS = "/v1/audio/translations"

@@ -9,17 +9,12 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import httpx
-import pytest
 
 from asrserve.bench.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-REAL_SPEECH = ROOT.parent / "shared" / "real-speech"
+REAL_SPEECH = ROOT / "tests" / "data"  # real recordings kept in the repository
 JFK = REAL_SPEECH / "jfk.flac"
-
-needs_real_speech = pytest.mark.skipif(
-    not (REAL_SPEECH / "references.json").is_file(), reason="no real-speech data"
-)
 
 Server: TypeAlias = ServerProcess  # ``asrserve serve`` as a subprocess, as a user runs it
 
