@@ -36,6 +36,11 @@ SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
     "--beam-size": ("beam_size", int, "beam size (5)"),
     "--encoder-window": ("encoder_window", EncoderWindow, "adaptive (pad to a bucket) or full"),
     "--encoder-windows-s": ("encoder_windows_s", str, "adaptive window buckets, e.g. 5,10,30"),
+    "--fallback-temperatures": (
+        "fallback_temperatures",
+        str,
+        "temperature fallback ladder (0,0.2,...,1.0; 0: none)",
+    ),
     "--batch-policy": ("batch_policy", str, ", ".join(POLICIES)),
     "--max-batch-size": ("max_batch_size", int, "chunks per batch"),
     "--max-wait-ms": ("max_wait_ms", float, "window policy: wait after first arrival"),

@@ -189,6 +189,11 @@ class Settings(BaseSettings):
     encoder_windows_s: Annotated[tuple[float, ...], NoDecode] = Field(
         (5.0, 10.0, 15.0, 20.0, 30.0), description="Window buckets (s) for adaptive windows."
     )
+    fallback_temperatures: Annotated[tuple[float, ...], NoDecode] = Field(
+        (0.0, 0.2, 0.4, 0.6, 0.8, 1.0),
+        description="Temperatures a window of a temperature-0 request is tried at, in turn,"
+        " while its decode fails Whisper's thresholds (loops, or unlikely text); 0: no fallback.",
+    )
 
     # Scheduler
     batch_policy: str = Field(
@@ -358,7 +363,7 @@ class Settings(BaseSettings):
     log_level: str = "info"
     log_format: str = Field("json", pattern="^(json|text)$")
 
-    @field_validator("device_index", "encoder_windows_s", mode="before")
+    @field_validator("device_index", "encoder_windows_s", "fallback_temperatures", mode="before")
     @classmethod
     def _parse_lists(cls, value: object) -> object:
         if isinstance(value, str):
@@ -386,6 +391,13 @@ class Settings(BaseSettings):
         if not value or any(not 1.0 <= w <= 30.0 for w in value):
             raise ValueError("encoder windows must be between 1 and 30 s")
         return tuple(sorted(set(value)))
+
+    @field_validator("fallback_temperatures")
+    @classmethod
+    def _check_temperatures(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or value[0] != 0.0 or list(value) != sorted(set(value)) or value[-1] > 1.0:
+            raise ValueError("fallback temperatures rise from 0 to at most 1, e.g. 0,0.2,0.4")
+        return value
 
     @field_validator("models")
     @classmethod

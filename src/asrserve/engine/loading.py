@@ -78,7 +78,15 @@ def load(settings: Settings) -> list[dict[str, Engine]]:
                 engine
                 for index in settings.device_index
                 for engine in FasterWhisperEngine.replicas(
-                    EngineConfig(source.path, source.id, device, index, compute, 0)
+                    EngineConfig(
+                        source.path,
+                        source.id,
+                        device,
+                        index,
+                        compute,
+                        0,
+                        fallback=settings.fallback_temperatures,
+                    )
                 )
             ]
             for source in sources
@@ -89,7 +97,14 @@ def load(settings: Settings) -> list[dict[str, Engine]]:
         per_model = {
             source.id: FasterWhisperEngine.replicas(
                 EngineConfig(
-                    source.path, source.id, device, 0, compute, shape.threads, shape.replicas
+                    source.path,
+                    source.id,
+                    device,
+                    0,
+                    compute,
+                    shape.threads,
+                    shape.replicas,
+                    settings.fallback_temperatures,
                 )
             )
             for source in sources

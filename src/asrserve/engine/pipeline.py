@@ -28,6 +28,20 @@ def token_limit(prompt_tokens: int, frames: int, model_limit: int) -> int:
     return min(model_limit, prompt_tokens + -(-frames * TOKENS_PER_SECOND // FRAMES_PER_SECOND))
 
 
+def search(options: Any) -> dict[str, Any]:
+    """How a generate call searches at the options' temperature, as faster-whisper's
+    ``generate_with_fallback`` does: beam search at 0, else the best of ``best_of`` samples."""
+    temperature = options.temperatures[0]
+    if temperature > 0:
+        return {
+            "beam_size": 1,
+            "num_hypotheses": options.best_of,
+            "sampling_topk": 0,
+            "sampling_temperature": temperature,
+        }
+    return {"beam_size": options.beam_size, "patience": options.patience}
+
+
 class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
     """``previous[i]``: tokens to condition item i of the next ``forward`` call on."""
 
@@ -36,6 +50,8 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
         self.previous: list[list[int]] = []
         # Per item of the last call: did Whisper mark the rest of the window as silent?
         self.finished: list[bool] = []
+        # Per item of the last call: did its decode run to the token limit?
+        self.truncated: list[bool] = []
 
     def generate_segment_batched(
         self, features: np.ndarray, tokenizer: Any, options: Any
@@ -60,28 +76,30 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
                 prompt[len(prompt) - len(prompts[0]) + position] = tokenizer.tokenizer.token_to_id(
                     langs[0][0]
                 )
+        prompt_length = max(map(len, prompts))
+        max_length = token_limit(prompt_length, features.shape[-1], model.max_length)
         results = model.model.generate(
             encoder_output,
             prompts,
-            beam_size=options.beam_size,
-            patience=options.patience,
             length_penalty=options.length_penalty,
-            max_length=token_limit(max(map(len, prompts)), features.shape[-1], model.max_length),
+            max_length=max_length,
             suppress_blank=options.suppress_blank,
             suppress_tokens=options.suppress_tokens,
             return_scores=True,
             return_no_speech_prob=True,
-            sampling_temperature=options.temperatures[0],
             repetition_penalty=options.repetition_penalty,
             no_repeat_ngram_size=options.no_repeat_ngram_size,
+            **search(options),
         )
         output = []
         self.finished = []
+        self.truncated = []
         for result in results:
             tokens = result.sequences_ids[0]
             self.finished.append(
                 len(tokens) >= 2 and tokens[-2] < tokenizer.timestamp_begin <= tokens[-1]
             )
+            self.truncated.append(prompt_length + len(tokens) >= max_length)
             cum_logprob = result.scores[0] * (len(tokens) ** options.length_penalty)
             output.append(
                 {

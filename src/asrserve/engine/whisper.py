@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +19,18 @@ from asrserve.engine.base import (
     RawSegment,
     RawWord,
 )
+from asrserve.engine.fallback import (
+    BEST_OF,
+    COMPRESSION_RATIO_THRESHOLD,
+    LOG_PROB_THRESHOLD,
+    NO_SPEECH_THRESHOLD,
+    PROMPT_RESET_TEMPERATURE,
+    TEMPERATURES,
+    Attempt,
+    FallbackCounts,
+    decode_all,
+    temperatures,
+)
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
 
@@ -29,15 +39,8 @@ log = logging.getLogger(__name__)
 REQUIRED_FILES = ("model.bin", "config.json")
 MIN_TAIL_S = 1.0  # undecoded audio at the end of a window worth another pass
 MAX_PASSES = 4  # one pass, plus continuations of windows whisper left unfinished
-NO_SPEECH_THRESHOLD = 0.6  # with LOG_PROB_THRESHOLD: faster-whisper's silence test
-LOG_PROB_THRESHOLD = -1.0
-COMPRESSION_RATIO_THRESHOLD = 2.4  # faster-whisper's: text above it repeats itself
 FULL_WINDOW_FRAMES = 3000  # 30 s of log-mel frames
 CONTEXT_TOKENS = 32  # of a window's context text, what it is conditioned on
-
-
-def _words(text: str) -> list[str]:
-    return "".join(c for c in text.lower() if c.isalnum() or c.isspace()).split()
 
 
 def _context_tokens(tokenizer: Any, text: str) -> list[int]:
@@ -48,21 +51,11 @@ def _context_tokens(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(" " + text))[-CONTEXT_TOKENS:] if text else []
 
 
-def _repeats(segments: Sequence[RawSegment]) -> bool:
-    """The window's text, all its segments together, repeats itself: it compresses too
-    well, or says one sentence twice in a row."""
-    from faster_whisper.transcribe import get_compression_ratio
-
-    text = "".join(segment.text for segment in segments)
-    if not text:
-        return False
-    sentences = [_words(s) for s in re.split(r"[.!?]+", text) if _words(s)]
-    twice = any(a == b for a, b in itertools.pairwise(sentences))
-    return twice or get_compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD
-
-
-def _full_window(chunk: ChunkInput) -> ChunkInput:
-    """The chunk's features padded to 30 s as ``features(audio)`` pads them (with zeros)."""
+def _full_window(chunk: ChunkInput) -> ChunkInput | None:
+    """The chunk's features padded to 30 s as ``features(audio)`` pads them (with zeros);
+    None for a chunk on the full window already."""
+    if chunk.features.shape[-1] >= FULL_WINDOW_FRAMES:
+        return None
     padding = FULL_WINDOW_FRAMES - chunk.features.shape[-1]
     features = np.pad(chunk.features, ((0, 0), (0, padding)))
     return ChunkInput(
@@ -101,6 +94,7 @@ class EngineConfig:
     compute_type: str
     cpu_threads: int
     workers: int = 1  # batches CTranslate2 runs at once on these weights (replicas sharing them)
+    fallback: tuple[float, ...] = TEMPERATURES  # the ladder of a temperature-0 request
 
 
 class SharedWeights:
@@ -167,6 +161,7 @@ class FasterWhisperEngine(Engine):
         self.weights.hold(self)
         self._model = self.weights.model
         self._pipeline = PromptedPipeline(self._model)
+        self.fallback_counts = FallbackCounts()  # what the fallback did on this replica
         self.multilingual = bool(self._model.model.is_multilingual)
         self.weights_bytes = (config.model_path / "model.bin").stat().st_size
 
@@ -185,32 +180,26 @@ class FasterWhisperEngine(Engine):
     def transcribe_batch(
         self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
     ) -> list[list[RawSegment]]:
-        """One pass over all chunks, then passes over the tails Whisper left unfinished. A
-        chunk on a window shorter than 30 s whose text repeats itself (a compression ratio
-        over 2.4, faster-whisper's test) is decoded again on the full window: on a short
-        window Whisper sometimes loops on its first sentence. A chunk that asks for no
-        rescue comes back without segments instead."""
-        results = self._decode(chunks, options)
-        looped = []
-        for index, (chunk, segments) in enumerate(zip(chunks, results, strict=True)):
-            if chunk.features.shape[-1] >= FULL_WINDOW_FRAMES or not _repeats(segments):
-                continue
-            if chunk.rescue_loops:
-                looped.append(index)
-            else:
-                results[index] = []
-        if looped:
-            full = [_full_window(chunks[index]) for index in looped]
-            for index, segments in zip(looped, self._decode(full, options), strict=True):
-                results[index] = segments
-        return results
+        """Every chunk decoded, with Whisper's temperature fallback (``fallback.decode_all``):
+        the windows that fail its thresholds, and only those, are decoded again together."""
+        return decode_all(
+            chunks,
+            temperatures(options.temperature, self.config.fallback),
+            lambda todo, temperature: self._decode(todo, options, temperature),
+            _full_window,
+            self.fallback_counts,
+        )
 
     def _decode(
-        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
-    ) -> list[list[RawSegment]]:
-        setup = self._decode_setup(options)
+        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions, temperature: float
+    ) -> list[Attempt]:
+        """One decode of each chunk at ``temperature``: a pass over every window, then
+        passes over the tails Whisper left unfinished."""
+        setup = self._decode_setup(options, temperature)
         results: list[list[RawSegment]] = [[] for _ in chunks]
-        context = [_context_tokens(setup[0], chunk.context) for chunk in chunks]
+        truncated: set[int] = set()
+        reset = temperature > PROMPT_RESET_TEMPERATURE
+        context = [[] if reset else _context_tokens(setup[0], c.context) for c in chunks]
         todo = list(enumerate(chunks))
         for _ in range(MAX_PASSES):
             # CTranslate2 wants one prompt length per generate call: continuations (and
@@ -223,11 +212,14 @@ class FasterWhisperEngine(Engine):
             todo = [
                 rest
                 for group in groups.values()
-                for rest in self._pass(group, results, context, setup)
+                for rest in self._pass(group, results, context, setup, truncated)
             ]
             if not todo:
                 break
-        return results
+        return [
+            Attempt(segments, temperature, index in truncated)
+            for index, segments in enumerate(results)
+        ]
 
     def _pass(
         self,
@@ -235,6 +227,7 @@ class FasterWhisperEngine(Engine):
         results: list[list[RawSegment]],
         context: list[list[int]],
         setup: tuple[Any, Any],
+        truncated: set[int],
     ) -> list[tuple[int, ChunkInput]]:
         tokenizer, fw_options = setup
         features = stack_padded([chunk.features for _, chunk in todo])
@@ -243,8 +236,10 @@ class FasterWhisperEngine(Engine):
         self._pipeline.previous = [context[index] + _tokens(results[index]) for index, _ in todo]
         outputs = self._pipeline.forward(features, tokenizer, metadata, fw_options)
         resume = []
-        finished = self._pipeline.finished
-        for (index, chunk), chunk_out, done in zip(todo, outputs, finished, strict=True):
+        ends = zip(self._pipeline.finished, self._pipeline.truncated, strict=True)
+        for (index, chunk), chunk_out, (done, limit) in zip(todo, outputs, ends, strict=True):
+            if limit:
+                truncated.add(index)
             segments = [_raw_segment(s, fw_options.temperatures[0]) for s in chunk_out]
             if segments and _silent(segments[0]):
                 continue  # no speech: skip the window, as sequential decoding does
@@ -299,7 +294,7 @@ class FasterWhisperEngine(Engine):
             language=options.language or ("en" if not self.multilingual else None),
             task=options.task.value,
             beam_size=options.beam_size,
-            temperature=options.temperature,
+            temperature=list(temperatures(options.temperature, self.config.fallback)),
             initial_prompt=options.prompt,
             word_timestamps=options.word_timestamps,
             vad_filter=False,
@@ -335,7 +330,7 @@ class FasterWhisperEngine(Engine):
             language_probability=None if options.language else info.language_probability,
         )
 
-    def _decode_setup(self, options: TranscriptionOptions) -> tuple[Any, Any]:
+    def _decode_setup(self, options: TranscriptionOptions, temperature: float) -> tuple[Any, Any]:
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import TranscriptionOptions as FwOptions
         from faster_whisper.transcribe import get_suppressed_tokens
@@ -349,7 +344,7 @@ class FasterWhisperEngine(Engine):
         )
         fw_options = FwOptions(
             beam_size=options.beam_size,
-            best_of=5,
+            best_of=BEST_OF,
             patience=1.0,
             length_penalty=1.0,
             repetition_penalty=1.0,
@@ -358,8 +353,8 @@ class FasterWhisperEngine(Engine):
             no_speech_threshold=NO_SPEECH_THRESHOLD,
             compression_ratio_threshold=COMPRESSION_RATIO_THRESHOLD,
             condition_on_previous_text=False,
-            prompt_reset_on_temperature=0.5,
-            temperatures=[options.temperature],
+            prompt_reset_on_temperature=PROMPT_RESET_TEMPERATURE,
+            temperatures=[temperature],
             initial_prompt=options.prompt,
             prefix=None,
             suppress_blank=True,
