@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asrserve.engine.base import ChunkInput, Engine, RawSegment, RawWord
+from asrserve.engine.base import ChunkInput, Engine, RawSegment, RawWord, Settled, unheard
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript
 
@@ -55,7 +55,10 @@ class FakeEngine(Engine):
         return np.zeros((80, frames), dtype=np.float32)
 
     def transcribe_batch(
-        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+        self,
+        chunks: Sequence[ChunkInput],
+        options: TranscriptionOptions,
+        settled: Settled = unheard,
     ) -> list[list[RawSegment]]:
         self.entered.set()
         self.gate.wait(10)

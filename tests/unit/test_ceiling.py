@@ -18,7 +18,7 @@ from asrserve.bench.ceiling_layout import (
     window_batches,
 )
 from asrserve.bench.runner import report
-from asrserve.engine.base import ChunkInput, Engine, RawSegment
+from asrserve.engine.base import ChunkInput, Engine, RawSegment, Settled, unheard
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine
@@ -33,7 +33,10 @@ class WindowEngine(FakeEngine):
         self.beams: set[int] = set()
 
     def transcribe_batch(
-        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+        self,
+        chunks: Sequence[ChunkInput],
+        options: TranscriptionOptions,
+        settled: Settled = unheard,
     ) -> list[list[RawSegment]]:
         self.seen.append([(c.features.shape[-1], c.duration) for c in chunks])
         self.beams.add(options.beam_size)

@@ -124,9 +124,14 @@ LOOP = "go home go home go home"
 
 def test_only_failed_windows_are_decoded_again_and_together() -> None:
     decoder = ScriptedDecoder({0: ["fine"], 1: [LOOP, "fixed"], 2: [LOOP, LOOP, "late"]})
-    counts = FallbackCounts()
-    out = decode_all([_keyed(0), _keyed(1), _keyed(2)], TEMPERATURES, decoder, _widen, counts)
+    counts, early = FallbackCounts(), []
+    chunks = [_keyed(0), _keyed(1), _keyed(2)]
+    out = decode_all(
+        chunks, TEMPERATURES, decoder, _widen, counts, lambda i, s: early.append((i, s[0].text))
+    )
     assert decoder.calls == [([0, 1, 2], 0.0), ([1, 2], 0.2), ([2], 0.4)]
+    # each settled as soon as its tries were over; the last one is the call's answer
+    assert early == [(0, "fine"), (1, "fixed")]
     assert counts == FallbackCounts(windows=3, retried=2, decodes={0.0: 3, 0.2: 2, 0.4: 1})
     assert [[s.text for s in segments] for segments in out] == [["fine"], ["fixed"], ["late"]]
     assert [segments[0].temperature for segments in out] == [0.0, 0.2, 0.4]

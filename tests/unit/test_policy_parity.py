@@ -18,7 +18,7 @@ from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.policies import POLICIES
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
-from asrserve.engine.base import SAMPLING_RATE, ChunkInput, Engine, RawSegment
+from asrserve.engine.base import SAMPLING_RATE, ChunkInput, Engine, RawSegment, Settled, unheard
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.transcript import Transcript
 from asrserve.tune.chunks import DEFAULT_WINDOWS, Item, chunk_durations, window_frames
@@ -55,7 +55,10 @@ class StepEngine(Engine):
         return np.zeros((80, frames), dtype=np.float32)
 
     def transcribe_batch(
-        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+        self,
+        chunks: Sequence[ChunkInput],
+        options: TranscriptionOptions,
+        settled: Settled = unheard,
     ) -> list[list[RawSegment]]:
         self._call(list(chunks))
         return [[] for _ in chunks]

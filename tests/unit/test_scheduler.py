@@ -19,7 +19,7 @@ from asrserve.batcher.scheduler import (
     WorkItem,
 )
 from asrserve.batcher.stats import BatchRecord
-from asrserve.engine.base import ChunkInput, RawSegment
+from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
 
@@ -279,12 +279,50 @@ class HangingEngine(FakeEngine):
         self.release = threading.Event()
 
     def transcribe_batch(
-        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+        self,
+        chunks: Sequence[ChunkInput],
+        options: TranscriptionOptions,
+        settled: Settled = unheard,
     ) -> list[list[RawSegment]]:
         if any(abs(c.duration - 7.77) < 0.01 for c in chunks):
             self.hung.set()
             self.release.wait(10)
-        return super().transcribe_batch(chunks, options)
+        return super().transcribe_batch(chunks, options, settled)
+
+
+class SettlingEngine(FakeEngine):
+    """Tells a batch's first result early, then holds a batch of several until released: as
+    the real engine does while the batch's other windows fall back to higher temperatures."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def transcribe_batch(
+        self,
+        chunks: Sequence[ChunkInput],
+        options: TranscriptionOptions,
+        settled: Settled = unheard,
+    ) -> list[list[RawSegment]]:
+        results = super().transcribe_batch(chunks, options, settled)
+        settled(0, results[0])
+        if len(chunks) > 1:
+            self.release.wait(10)
+        return results
+
+
+def test_a_chunk_settled_early_is_not_held_back_by_its_batch() -> None:
+    engine = SettlingEngine()
+
+    async def body(s: Scheduler, _: FakeEngine, clock: ManualClock) -> None:
+        early, slow = s.submit_chunks("a", 1, OPTS, [chunk(1.0), chunk(2.0)])
+        assert (await early)[0].text == " 1.0"
+        assert not slow.done()
+        engine.release.set()
+        assert (await slow)[0].text == " 2.0"
+
+    run(SchedulerConfig("greedy", max_batch_size=8), body, engine)
+    assert engine.batches == [[1.0, 2.0]]
 
 
 def test_a_hung_batch_fails_its_chunks_and_the_device_goes_on() -> None:

@@ -378,8 +378,15 @@ class Scheduler:
             features = [chunk.features for chunk in chunks]
             return list(await self._bounded(device, timeout, detect, features))
         run = _on(engine, engine.transcribe_batch)
+        loop = asyncio.get_running_loop()
+
+        def settled(index: int, segments: list[Any]) -> None:
+            # a chunk final while the others of its batch are decoded again: its caller
+            # need not wait for them
+            loop.call_soon_threadsafe(_resolve, batch[index].future, segments)
+
         try:
-            return list(await self._bounded(device, timeout, run, chunks, options))
+            return list(await self._bounded(device, timeout, run, chunks, options, settled))
         except RunTimeout:
             raise  # running its chunks again one by one would hang the device again
         except Exception:
@@ -458,6 +465,11 @@ class Scheduler:
             label = f"{item.window / FRAMES_PER_SECOND:g}s"
             counts[label] = counts.get(label, 0) + 1
         return counts
+
+
+def _resolve(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():
+        future.set_result(result)
 
 
 def _on(engine: Engine, call: Callable[..., Any]) -> Callable[..., Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +70,14 @@ class RawSegment:
     words: list[RawWord] | None
 
 
+Settled = Callable[[int, list["RawSegment"]], None]
+"""Told a chunk's result (its index in the batch, its segments) once it is final."""
+
+
+def unheard(index: int, segments: list[RawSegment]) -> None:
+    """A :data:`Settled` that nobody listens to."""
+
+
 class Engine(ABC):
     """A loaded model replica on one device. Methods block; callers run them off the loop."""
 
@@ -87,9 +95,14 @@ class Engine(ABC):
 
     @abstractmethod
     def transcribe_batch(
-        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+        self,
+        chunks: Sequence[ChunkInput],
+        options: TranscriptionOptions,
+        settled: Settled = unheard,
     ) -> list[list[RawSegment]]:
-        """One batched encode + generate over chunks that share decoding options."""
+        """One batched encode + generate over chunks that share decoding options. An engine
+        may tell ``settled`` a chunk's result as soon as it is final, while others of the
+        batch are still being decoded (again); the list returned is every chunk's."""
 
     @abstractmethod
     def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from asrserve.engine.base import ChunkInput, RawSegment
+from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard
 
 TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 PROMPT_RESET_TEMPERATURE = 0.5  # past it, a try is not conditioned on the text before it
@@ -159,6 +159,7 @@ def decode_all(
     decode: Decode,
     widen: Callable[[ChunkInput], ChunkInput | None],
     counts: FallbackCounts | None = None,
+    settled: Settled = unheard,
 ) -> list[list[RawSegment]]:
     """Every chunk decoded with the fallback: all at ``ladder[0]`` in one ``decode`` call;
     then the chunks whose try failed, and only those, together at the next temperature,
@@ -166,9 +167,11 @@ def decode_all(
     ``widen`` can put on a longer window (a short one on the full 30 s) is first tried
     again at the same temperature there: on a short window Whisper sometimes loops on its
     first sentence. A chunk that asks for no rescue (a live interim) gets one try, and comes
-    back without segments if it loops. ``counts`` adds up what it did."""
+    back without segments if it loops. ``counts`` adds up what it did; ``settled`` hears
+    each chunk's result once its tries are over, before the slower ones' end."""
     counts = FallbackCounts() if counts is None else counts
     tries: list[list[Attempt]] = [[] for _ in chunks]
+    results: list[list[RawSegment]] = [[] for _ in chunks]
     windows = list(chunks)
     step = dict.fromkeys(range(len(chunks)), 0)  # chunk -> its next rung of the ladder
     while step:
@@ -179,18 +182,22 @@ def decode_all(
         for index, attempt in zip(todo, decoded, strict=True):
             tries[index].append(attempt)
             del step[index]
-            if not attempt.failed or not chunks[index].rescue_loops:
-                continue
-            wider = widen(windows[index])
-            if wider is not None:
-                windows[index] = wider
-                step[index] = rung
-            elif rung + 1 < len(ladder):
-                step[index] = rung + 1
+            if attempt.failed and chunks[index].rescue_loops:
+                wider = widen(windows[index])
+                if wider is not None:
+                    windows[index] = wider
+                    step[index] = rung
+                elif rung + 1 < len(ladder):
+                    step[index] = rung + 1
+            if index not in step:
+                results[index] = _kept(chunks[index], tries[index])
+                if step:  # others go on: this one need not wait for them
+                    settled(index, results[index])
     counts.windows += len(chunks)
     counts.retried += sum(len(attempts) > 1 for attempts in tries)
-    results = []
-    for chunk, attempts in zip(chunks, tries, strict=True):
-        kept = best(attempts)
-        results.append([] if not chunk.rescue_loops and kept.loops else kept.scored())
     return results
+
+
+def _kept(chunk: ChunkInput, attempts: Sequence[Attempt]) -> list[RawSegment]:
+    kept = best(attempts)
+    return [] if not chunk.rescue_loops and kept.loops else kept.scored()

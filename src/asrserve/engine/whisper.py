@@ -18,6 +18,8 @@ from asrserve.engine.base import (
     ModelNotFoundError,
     RawSegment,
     RawWord,
+    Settled,
+    unheard,
 )
 from asrserve.engine.fallback import (
     BEST_OF,
@@ -178,16 +180,21 @@ class FasterWhisperEngine(Engine):
         return np.ascontiguousarray(pad_or_trim(mel, frames), dtype=np.float32)
 
     def transcribe_batch(
-        self, chunks: Sequence[ChunkInput], options: TranscriptionOptions
+        self,
+        chunks: Sequence[ChunkInput],
+        options: TranscriptionOptions,
+        settled: Settled = unheard,
     ) -> list[list[RawSegment]]:
         """Every chunk decoded, with Whisper's temperature fallback (``fallback.decode_all``):
-        the windows that fail its thresholds, and only those, are decoded again together."""
+        the windows that fail its thresholds, and only those, are decoded again together,
+        and ``settled`` hears each of the others as soon as it is final."""
         return decode_all(
             chunks,
             temperatures(options.temperature, self.config.fallback),
             lambda todo, temperature: self._decode(todo, options, temperature),
             _full_window,
             self.fallback_counts,
+            settled,
         )
 
     def _decode(
