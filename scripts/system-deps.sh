@@ -5,6 +5,12 @@ need=()
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
 [ -x /usr/bin/chromium ] || need+=(chromium)  # the dashboard test drives it via Playwright
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)  # the distributed-mode tests
+# real speech for the accuracy gates (tests/support/real_speech.py)
+[ -f /usr/share/pocketsphinx/test/data/librivox/transcription ] || need+=(pocketsphinx-testdata)
+for lang in en es fr it ru; do
+  [ -f "/usr/share/doc/asterisk-core-sounds-$lang/core-sounds-$lang.txt.gz" ] || need+=("asterisk-core-sounds-$lang")
+  dpkg -s "asterisk-core-sounds-$lang-wav" >/dev/null 2>&1 || need+=("asterisk-core-sounds-$lang-wav")
+done
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing system packages: ${need[*]}"
 sudo=""

@@ -7,6 +7,7 @@ import json
 import os
 import wave
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from asrserve.local import transcribe_prepared
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
 from asrserve.wer import wer
+from tests.support.real_speech import english
 from tests.support.servers import REAL_SPEECH, ROOT
 
 pytestmark = pytest.mark.slow
@@ -48,6 +50,12 @@ def transcribe(
 ) -> Transcript:
     prepared = prepare(path, engine, max_seconds=3600, vad=True, windows=windows)
     return transcribe_prepared(engine, prepared, options, batch_size=16)
+
+
+def own_text(model: Any, path: Path) -> str:
+    """faster-whisper's ``transcribe`` with its own defaults, beam 5 (as the service's)."""
+    segments, _ = model.transcribe(str(path), beam_size=5)
+    return "".join(segment.text for segment in segments).strip()
 
 
 def check_timestamps(transcript: Transcript) -> None:
@@ -118,3 +126,31 @@ def test_a_window_that_loops_on_a_short_window_is_decoded_on_the_full_one(
     assert "fellow Americans" in text
     unrescued = dataclasses.replace(short, rescue_loops=False)
     assert engine.transcribe_batch([unrescued], options) == [[]]
+
+
+ENGLISH_PROMPTS = 30  # with the five LibriVox sentences: 35 recordings, 103 s
+
+
+def test_real_speech_is_heard_as_faster_whisper_hears_it(engine: Engine) -> None:
+    """Read sentences and recorded prompts (Debian's, ``tests/support/real_speech.py``):
+    the served path, on adaptive and on full windows, within 0.01 WER of faster-whisper's
+    own ``transcribe`` (its defaults: temperature fallback, beam 5) on the same model, and
+    no answer that repeats itself (compression ratio over 2.4)."""
+    from faster_whisper import WhisperModel
+
+    from asrserve.engine.fallback import compression_ratio
+    from asrserve.engine.whisper import bundled_model_path
+
+    clips = english(ENGLISH_PROMPTS)
+    refs = [clip.text for clip in clips]
+    model = WhisperModel(str(bundled_model_path()), device="cpu", compute_type="int8")
+    texts = {"faster-whisper": [own_text(model, clip.path) for clip in clips]}
+    options = TranscriptionOptions(beam_size=5)
+    for label, windows in (("full", FULL), ("adaptive", ADAPTIVE)):
+        texts[label] = [transcribe(engine, clip.path, windows, options).text for clip in clips]
+    scores = {label: wer(refs, hyps) for label, hyps in texts.items()}
+    print("real English speech, tiny.en: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+    for label in ("full", "adaptive"):
+        assert abs(scores[label] - scores["faster-whisper"]) <= 0.01, scores
+    looped = [t for hyps in texts.values() for t in hyps if compression_ratio(t) > 2.4]
+    assert looped == []

@@ -1,16 +1,21 @@
-"""The multilingual base model served over HTTP hears German, Spanish, Italian and Portuguese as
-faster-whisper itself does: the same detected languages, the same transcription and translation
-accuracy, on the same files in the same run (``tests/support/languages.py``).
+"""The multilingual base model served over HTTP hears other languages as faster-whisper itself
+does: no worse language detection, transcription or translation than its own ``transcribe``
+(with its defaults, temperature fallback included), on the same files in the same run
+(``tests/support/languages.py``), and no answer that loops.
 
-One server (``ASRSERVE_MODELS=base``) for the module, and faster-whisper's reference computed
-once beside it: synthetic speech is hard for base, so the gate is agreement with the engine.
+Recorded prompts (Asterisk's, from Debian: es, fr, it, ru) are detected, transcribed and
+translated; synthetic sentences (espeak-ng: de, es, it, pt), on which the fallback runs
+most, are translated. One server (``ASRSERVE_MODELS=base``) for the module, every clip
+requested concurrently so that they batch, and faster-whisper's reference computed once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -18,11 +23,25 @@ import pytest
 
 from asrserve.corpus import Clip
 from asrserve.corpus_languages import LanguageClip
-from tests.support.languages import MODEL_CACHE, Heard, reference, report, scores
+from asrserve.engine.fallback import TEMPERATURES, compression_ratio
+from asrserve.wer import wer
+from tests.support.languages import (
+    MODEL_CACHE,
+    REAL_LANGUAGES,
+    Heard,
+    real_prompts,
+    reference,
+    reference_translations,
+    report,
+    score,
+    scores,
+)
 from tests.support.servers import Server
 
 pytestmark = [
     pytest.mark.slow,
+    # the reference and the served answers on both corpora, in the first test's set-up
+    pytest.mark.timeout(900),
     # this openai release marks audio.translations.create deprecated (a warning on each call);
     # its request is what it was, and what the server answers
     pytest.mark.filterwarnings("ignore:deprecated:DeprecationWarning:tests.test_languages"),
@@ -30,7 +49,11 @@ pytestmark = [
 
 TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 WER_MARGIN = 0.02
-AGREEMENT = 0.95
+
+
+@pytest.fixture(scope="module")
+def real() -> list[LanguageClip]:
+    return real_prompts()
 
 
 @pytest.fixture(scope="module")
@@ -46,35 +69,61 @@ def base_server(tmp_path_factory: pytest.TempPathFactory, base_model: Path) -> I
     server.stop()
 
 
+@dataclass(frozen=True)
+class Own:
+    """faster-whisper's results: the prompts heard, the synthetic sentences translated."""
+
+    heard: list[Heard]
+    translations: list[str]
+
+
 @pytest.fixture(scope="module")
-def faster_whisper_heard(base_model: Path, language_corpus: list[LanguageClip]) -> list[Heard]:
-    heard = reference(base_model, language_corpus)
-    print(f"\nfaster-whisper on the language corpus:\n{report(heard)}")
-    return heard
+def own(base_model: Path, real: list[LanguageClip], language_corpus: list[LanguageClip]) -> Own:
+    heard = reference(base_model, real)
+    print(f"\nfaster-whisper on the recorded prompts:\n{report(heard)}")
+    return Own(heard, reference_translations(base_model, language_corpus))
 
 
-def _detected(http: httpx.Client, path: Path) -> str:
-    """The language the server finds in ``path`` with none given."""
+def _verbose(http: httpx.Client, route: str, path: Path, **data: str) -> dict[str, Any]:
     with path.open("rb") as audio:
         response = http.post(
-            "/v1/audio/transcriptions",
+            route,
             files={"file": (path.name, audio)},
-            data={"model": "base", "response_format": "verbose_json"},
+            data={"model": "base", "response_format": "verbose_json", **data},
         )
     assert response.status_code == 200, response.text
-    language = response.json()["language"]
-    assert isinstance(language, str)
-    return language
+    answer: dict[str, Any] = response.json()
+    return answer
 
 
-def _hear(http: httpx.Client, oai: openai.OpenAI, clip: LanguageClip) -> Heard:
-    with clip.path.open("rb") as audio:
-        transcript = oai.audio.transcriptions.create(
-            model="base", file=audio, language=clip.language
-        ).text
-    with clip.path.open("rb") as audio:
-        translation = oai.audio.translations.create(model="base", file=audio).text
-    return Heard(clip, _detected(http, clip.path), transcript.strip(), translation.strip())
+@dataclass(frozen=True)
+class Answered:
+    """What the server made of one clip, and the verbose answers it gave."""
+
+    heard: Heard
+    answers: list[dict[str, Any]]
+
+
+def _translate(oai: openai.OpenAI, path: Path) -> dict[str, Any]:
+    with path.open("rb") as audio:
+        translation = oai.audio.translations.create(
+            model="base", file=audio, response_format="verbose_json"
+        )
+    return translation.model_dump()
+
+
+def _hear(http: httpx.Client, oai: openai.OpenAI, clip: LanguageClip) -> Answered:
+    """As the reference hears a clip: transcribed with no language given (the detecting
+    answer is the transcript when it finds the clip's language), again with the language
+    given where it did not, and translated through the ``openai`` client."""
+    route = "/v1/audio/transcriptions"
+    detecting = _verbose(http, route, clip.path)
+    answers = [detecting]
+    if detecting["language"] != clip.language:
+        answers.append(_verbose(http, route, clip.path, language=clip.language))
+    answers.append(_translate(oai, clip.path))
+    texts = [answer["text"].strip() for answer in answers]
+    return Answered(Heard(clip, detecting["language"], texts[-2], texts[-1]), answers)
 
 
 @pytest.fixture(scope="module")
@@ -83,52 +132,85 @@ def http(base_server: Server) -> Iterator[httpx.Client]:
         yield client
 
 
+@dataclass(frozen=True)
+class Served:
+    """The server's answers: the prompts heard, the synthetic sentences translated."""
+
+    heard: list[Answered]
+    translations: list[dict[str, Any]]
+
+    @property
+    def answers(self) -> list[dict[str, Any]]:
+        return [answer for a in self.heard for answer in a.answers] + self.translations
+
+
 @pytest.fixture(scope="module")
-def served_heard(
-    base_server: Server, http: httpx.Client, language_corpus: list[LanguageClip]
-) -> list[Heard]:
-    """The server's results on every clip, requested concurrently so that they batch."""
+def served(
+    base_server: Server,
+    http: httpx.Client,
+    real: list[LanguageClip],
+    language_corpus: list[LanguageClip],
+) -> Served:
+    """Every request at once (eight at a time), so that they batch."""
     with (
         openai.OpenAI(base_url=base_server.url + "/v1", api_key="x", max_retries=0) as oai,
         ThreadPoolExecutor(8) as pool,
     ):
-        heard = list(pool.map(lambda clip: _hear(http, oai, clip), language_corpus))
-    print(f"\nthe served base model on the language corpus:\n{report(heard)}")
-    return heard
+        heard = pool.map(lambda clip: _hear(http, oai, clip), real)
+        translations = pool.map(lambda clip: _translate(oai, clip.path), language_corpus)
+        out = Served(list(heard), list(translations))
+    print(f"\nthe served base model on the recorded prompts:\n{report(_heard(out))}")
+    return out
 
 
-def test_detected_languages_agree(
-    served_heard: list[Heard], faster_whisper_heard: list[Heard]
-) -> None:
-    pairs = list(zip(served_heard, faster_whisper_heard, strict=True))
-    disagree = [
-        (s.clip.path.name, s.detected, f.detected) for s, f in pairs if s.detected != f.detected
-    ]
-    assert 1 - len(disagree) / len(pairs) >= AGREEMENT, disagree
+def _heard(served: Served) -> list[Heard]:
+    return [answered.heard for answered in served.heard]
 
 
-def test_transcription_wer_matches_faster_whisper(
-    served_heard: list[Heard], faster_whisper_heard: list[Heard]
-) -> None:
-    served, own = scores(served_heard), scores(faster_whisper_heard)
-    assert served.keys() == own.keys() == {"de", "es", "it", "pt"}
-    for language, score in served.items():
-        assert abs(score.wer - own[language].wer) <= WER_MARGIN, (score, own[language])
-
-
-def test_translation_wer_matches_faster_whisper(
-    served_heard: list[Heard], faster_whisper_heard: list[Heard]
-) -> None:
-    served, own = scores(served_heard), scores(faster_whisper_heard)
-    for language, score in served.items():
-        assert abs(score.translation_wer - own[language].translation_wer) <= WER_MARGIN, (
-            score,
-            own[language],
+def test_real_speech_detected_and_transcribed_no_worse(served: Served, own: Own) -> None:
+    """Per language of the recorded prompts: detection accuracy and transcription WER."""
+    mine, theirs = scores(_heard(served)), scores(own.heard)
+    assert mine.keys() == theirs.keys() == set(REAL_LANGUAGES)
+    for language, figures in mine.items():
+        reference_figures = theirs[language]
+        assert figures.detection >= reference_figures.detection - WER_MARGIN, (
+            figures,
+            reference_figures,
         )
+        assert figures.wer <= reference_figures.wer + WER_MARGIN, (figures, reference_figures)
+
+
+def test_translation_no_worse(
+    served: Served, own: Own, language_corpus: list[LanguageClip]
+) -> None:
+    """Into English, over the recorded prompts and over the synthetic sentences (each set
+    whole: four synthetic clips of one language hold about 40 words, fewer than the words
+    a sampled fallback decode may change on either side)."""
+    mine, theirs = score("real", _heard(served)), score("real", own.heard)
+    assert mine.translation_wer <= theirs.translation_wer + WER_MARGIN, (mine, theirs)
+    english = [clip.english for clip in language_corpus]
+    synthetic = wer(english, [answer["text"] for answer in served.translations])
+    reference_synthetic = wer(english, own.translations)
+    print(f"synthetic translation WER: served {synthetic:.4f}, own {reference_synthetic:.4f}")
+    assert synthetic <= reference_synthetic + WER_MARGIN
+
+
+def test_no_answer_loops(served: Served) -> None:
+    """No transcript or translation, nor any segment of one, compresses over 2.4 (the mark
+    of text that repeats itself), and each segment says the temperature it ended at."""
+    answers = served.answers
+    looped = [a["text"] for a in answers if compression_ratio(a["text"]) > 2.4]
+    looped += [s["text"] for a in answers for s in a["segments"] if s["compression_ratio"] > 2.4]
+    assert looped == []
+    temperatures = {s["temperature"] for a in answers for s in a["segments"]}
+    assert temperatures <= set(TEMPERATURES)
+    assert temperatures != {0.0}  # the synthetic sentences make some windows fall back
 
 
 def test_english_detected(http: httpx.Client, corpus: list[Clip]) -> None:
     short = [clip for clip in corpus if clip.duration <= 30.0]
     with ThreadPoolExecutor(8) as pool:
-        detected = list(pool.map(lambda clip: _detected(http, clip.path), short))
-    assert detected == ["en"] * len(short), detected
+        answers = list(
+            pool.map(lambda clip: _verbose(http, "/v1/audio/transcriptions", clip.path), short)
+        )
+    assert [a["language"] for a in answers] == ["en"] * len(short)
