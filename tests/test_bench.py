@@ -215,3 +215,18 @@ def test_bench_distributed_scenario(corpus: list[Clip], tmp_path: Path) -> None:
         assert 0 < side["min_s"] <= side["p50_s"] <= side["p95_s"]
     added = hop["distributed_1x2"]["p50_s"] - hop["embedded"]["p50_s"]
     assert hop["added_p50_s"] == pytest.approx(added, abs=0.001)
+
+
+def test_bench_fallback_scenario(corpus: list[Clip], tmp_path: Path) -> None:
+    """``--fallback``: both sides over the same windows, and what the fallback did."""
+    common, report = bench_command(corpus, tmp_path)
+    done = run_bench([*common, "--fallback", "1", "--max-batch-size", "4"])
+    assert "throughput with the fallback / without it:" in done.stdout
+    body = json.loads(report.read_text())["fallback"]
+    assert set(body["sides"]) == {"fallback", "no fallback"}
+    assert body["audio_s"] <= sum(c.duration for c in bench_clips(corpus))
+    # every window is decoded at 0 (a short one that fails twice there: its own window,
+    # then the full one); only a window decoded again has decodes above 0
+    decodes = body["decodes_by_temperature"]
+    assert decodes["0.0"] >= body["windows"] > 0
+    assert sum(n for t, n in decodes.items() if t != "0.0") <= 5 * body["retried_windows"]

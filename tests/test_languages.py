@@ -23,7 +23,7 @@ import pytest
 
 from asrserve.corpus import Clip
 from asrserve.corpus_languages import LanguageClip
-from asrserve.engine.fallback import TEMPERATURES, compression_ratio
+from asrserve.engine.fallback import TEMPERATURES, compression_ratio, repeats_phrase
 from asrserve.wer import wer
 from tests.support.languages import (
     MODEL_CACHE,
@@ -197,11 +197,14 @@ def test_translation_no_worse(
 
 def test_no_answer_loops(served: Served) -> None:
     """No transcript or translation, nor any segment of one, compresses over 2.4 (the mark
-    of text that repeats itself), and each segment says the temperature it ended at."""
+    of text that repeats itself), none of the recorded prompts' answers repeats a phrase, and
+    each segment says the temperature it ended at."""
     answers = served.answers
     looped = [a["text"] for a in answers if compression_ratio(a["text"]) > 2.4]
     looped += [s["text"] for a in answers for s in a["segments"] if s["compression_ratio"] > 2.4]
     assert looped == []
+    real = [answer["text"] for a in served.heard for answer in a.answers]
+    assert [text for text in real if repeats_phrase(text)] == []
     temperatures = {s["temperature"] for a in answers for s in a["segments"]}
     assert temperatures <= set(TEMPERATURES)
     assert temperatures != {0.0}  # the synthetic sentences make some windows fall back

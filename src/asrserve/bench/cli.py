@@ -154,6 +154,15 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         help="streamed answers instead: the files joined into one file of SECONDS, answered "
         "--requests times (default 3) streamed and plain: time to the first delta vs the whole",
     )
+    bench.add_argument(
+        "--fallback",
+        type=int,
+        nargs="?",
+        const=3,
+        metavar="REPEATS",
+        help="the engine alone, with and without the temperature fallback, alternately, "
+        "REPEATS times each (3): what the fallback costs (bench/fallback.py)",
+    )
     bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.add_argument("--beam-size", type=int)
@@ -271,7 +280,22 @@ def _scenario(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
         return _stream(args, files, env)
     if args.live is not None:
         return _live(args, files, env)
+    if args.fallback is not None:
+        return _fallback(args, files, env)
     return None
+
+
+def _fallback(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    from asrserve.bench.fallback import fallback_report, measure_fallback
+
+    overrides = {k: getattr(args, k) for k in ENV_FLAGS if getattr(args, k) is not None}
+    body = measure_fallback(files, Settings(**overrides), args.fallback)
+    print(fallback_report(body))
+    if args.json is not None:
+        audio = sum(f.duration for f in files)
+        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
+        write_json(args.json, [], None, {**meta, "settings": env}, {"fallback": body})
+    return 0
 
 
 def _live(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
