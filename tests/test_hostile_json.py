@@ -9,6 +9,9 @@
   5 MB line fails alone as ``line_too_long``; ``\\r`` does not split lines, so admission and
   validation count the same requests.
 * ``prompt`` is capped (``prompt_too_long``) on the form endpoints and in Batch API lines.
+* JSON that parses but cannot be used (an integer of thousands of digits, a lone surrogate
+  escape) fails its line, or its request with a 400 naming the field, and never stops the
+  Batch API runner for the batches after it.
 """
 
 from __future__ import annotations
@@ -204,3 +207,46 @@ def test_a_long_prompt_fails_its_batch_line(srv: Server, tmp_path: Path) -> None
     assert batch["status"] == "failed", batch
     (error,) = batch["errors"]["data"]
     assert (error["code"], error["param"], error["line"]) == ("prompt_too_long", "body.prompt", 2)
+
+
+def test_poisoned_lines_fail_their_batch_and_the_next_batch_still_runs(
+    srv: Server, tmp_path: Path
+) -> None:
+    """Legal JSON that Python cannot use: an integer of 5000 digits (``json.loads`` raises a
+    plain ValueError) and lone surrogates (storing them fails later). Each is a line error;
+    the runner goes on to validate another batch."""
+    client = client_for(srv)
+    envelope = f'"method": "POST", "url": "{ENDPOINT}"'
+    poisoned = [
+        '{"custom_id": "big", '
+        + envelope
+        + ', "body": {"file": "file-a", "beam_size": 1'
+        + "1" * 5000
+        + "}}",
+        '{"custom_id": "\\ud800", ' + envelope + ', "body": {"file": "file-b"}}',
+        '{"custom_id": "p", ' + envelope + ', "body": {"file": "file-c", "prompt": "a\\udfff"}}',
+    ]
+    first = create_batch(client, poisoned, tmp_path)
+    errors = wait_for(srv, first, ended, timeout=60)["errors"]["data"]
+    assert [(e["code"], e["param"], e["line"]) for e in errors] == [
+        ("invalid_json", None, 1),
+        ("invalid_encoding", "custom_id", 2),
+        ("invalid_encoding", "body.prompt", 3),
+    ]
+    second = create_batch(client, [line("later", "file-missing")], tmp_path)
+    assert wait_for(srv, second, ended, timeout=60)["status"] == "completed"
+    healthy(srv)
+
+
+def test_a_lone_surrogate_in_a_batch_request_is_a_400_naming_it(srv: Server) -> None:
+    body = (
+        '{"input_file_id": "file-x", "endpoint": "' + ENDPOINT + '", "completion_window": '
+        '"24h", "metadata": {"note": "\\ud83d"}}'
+    )
+    response = httpx.post(
+        f"{srv.url}/v1/batches", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("invalid_encoding", "metadata.note")
+    healthy(srv)

@@ -132,6 +132,13 @@ def test_a_session_ends_clients_that_break_the_rules(server: Server) -> None:
         assert codes == ["input_too_fast"]
         assert ws.close_code == 1008
 
+    with session(server) as ws:  # a lone surrogate in the prompt: refused when it is set
+        ws.recv(timeout=10)
+        prompt = '{"input_audio_transcription": {"prompt": "\\ud800"}}'
+        ws.send('{"type": "transcription_session.update", "session": ' + prompt + "}")
+        error = json.loads(ws.recv(timeout=10))
+        assert (error["error"]["code"], error["error"]["param"]) == ("invalid_encoding", "prompt")
+
     url = server.url.replace("http://", "ws://") + "/v1/realtime"
     with connect(url, open_timeout=10) as ws:  # not ?intent=transcription
         error = json.loads(ws.recv(timeout=10))

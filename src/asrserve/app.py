@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -41,6 +42,7 @@ from asrserve.api.uploads import UploadGate, UploadLimits
 from asrserve.backends import Backend, open_backend
 from asrserve.batch_api.models import Batch
 from asrserve.batch_api.runner import BatchRunner
+from asrserve.cluster.base import supervised
 from asrserve.cluster.merge import merge
 from asrserve.engine import loading
 from asrserve.engine.catalog import Catalog
@@ -160,10 +162,11 @@ async def _lead(
 
     async def duties() -> None:
         await service.admission.reset(await backend.store.unfinished())
-        async with asyncio.TaskGroup() as group:
-            group.create_task(runner.run(), name="batches")
-            group.create_task(webhooks.run(), name="webhooks")
-            group.create_task(sweep_audio(settings, backend), name="retention")
+        async with asyncio.TaskGroup() as group:  # each duty restarts alone if it fails
+            group.create_task(supervised("batches", runner.run), name="batches")
+            group.create_task(supervised("webhooks", webhooks.run), name="webhooks")
+            retention = functools.partial(sweep_audio, settings, backend)
+            group.create_task(supervised("retention", retention), name="retention")
 
     try:
         await backend.lease.run(duties)

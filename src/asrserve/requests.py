@@ -48,6 +48,13 @@ def parse_request(
     fields: Fields, catalog: Catalog, *, callback: bool = False, task: Task = Task.TRANSCRIBE
 ) -> TranscriptionRequest:
     """Validate transcription options given as fields (each name → its values, as text)."""
+    for name, values in fields.items():
+        if any(_surrogate(value) for value in values):
+            raise InvalidRequest(
+                f"{name} holds a lone surrogate (an unpaired \\ud800-\\udfff escape)",
+                param=name,
+                code="invalid_encoding",
+            )
     given = _Fields(fields)
     model = catalog.resolve(given.get("model"))
     _check_task(task, model)
@@ -191,3 +198,29 @@ def _integer(value: str | None, name: str, low: int, high: int, default: int) ->
     if not float(number).is_integer():
         raise InvalidRequest(f"{name} must be a whole number", param=name)
     return int(number)
+
+
+def _surrogate(text: str) -> bool:
+    return any("\ud800" <= c <= "\udfff" for c in text)
+
+
+def lone_surrogate(value: object, path: str = "") -> str | None:
+    """Where a decoded JSON value holds a string with a lone surrogate (legal JSON:
+    ``"\\ud800"``, but no UTF-8 can carry it, so storing or answering it fails later): the
+    dotted path of the first such field ("" for the value itself), or None."""
+    if isinstance(value, str):
+        return path if _surrogate(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if _surrogate(str(key)):
+                return where
+            found = lone_surrogate(item, where)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = lone_surrogate(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None

@@ -27,7 +27,7 @@ from asrserve.batch_api.requests import count_requests
 from asrserve.errors import shown
 from asrserve.files.models import FilePurpose
 from asrserve.jobs.models import Priority
-from asrserve.requests import parse_callback
+from asrserve.requests import lone_surrogate, parse_callback
 from asrserve.service import check_callback
 from asrserve.settings import Settings
 
@@ -50,6 +50,10 @@ class CreateBatch(BaseModel):
 async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Accept a JSONL file of transcription requests; they run as offline, lowest-priority
     work. ``metadata.callback_url`` gets a POST of the batch when it ends."""
+    where = lone_surrogate(body.model_dump())
+    if where is not None:
+        message = f"{where} holds a lone surrogate (an unpaired \\ud800-\\udfff escape)"
+        raise ApiError(400, message, param=where, code="invalid_encoding")
     if body.endpoint not in ENDPOINTS:
         served = " or ".join(f"'{endpoint}'" for endpoint in ENDPOINTS)
         message = f"endpoint must be {served} (the endpoints batches serve here)"

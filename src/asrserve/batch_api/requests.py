@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from asrserve.batch_api.models import ENDPOINT, ENDPOINTS, BatchErrorLine
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest, shown
-from asrserve.requests import TranscriptionRequest, parse_request
+from asrserve.requests import TranscriptionRequest, lone_surrogate, parse_request
 
 MAX_ERRORS = 100
 MAX_CUSTOM_ID = 512
@@ -175,11 +175,18 @@ def _decode(raw: Line, max_line_bytes: int, fail: Callable[..., _LineError]) -> 
     except UnicodeDecodeError as exc:
         raise fail("invalid_encoding", f"not UTF-8: {exc.reason}") from None
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise fail("invalid_json", f"not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise fail("invalid_json", "not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise fail("invalid_json", f"not a usable JSON value: {exc}") from None
+    where = lone_surrogate(value)
+    if where is not None:
+        message = "a string holds a lone surrogate (an unpaired \\ud800-\\udfff escape)"
+        raise fail("invalid_encoding", message, where or None)
+    return value
 
 
 def _check_envelope(entry: dict[str, Any], endpoint: str, fail: Callable[..., _LineError]) -> str:

@@ -62,11 +62,29 @@ class BatchRunner:
             self._kick.clear()
             next_expiry = float("inf")
             for batch in await self._batches.active():
-                current = await self._advance(batch)
+                current = await self._advance_or_fail(batch)
                 if current.status is BatchStatus.IN_PROGRESS:
                     next_expiry = min(next_expiry, current.expires_at)
             timeout = max(next_expiry - time.time(), 0.0) if next_expiry < float("inf") else None
             await wait_event(self._kick, timeout)
+
+    async def _advance_or_fail(self, batch: Batch) -> Batch:
+        """The batch moved on; a step that fails unexpectedly fails this batch (its error
+        recorded, as GET shows it), never the runner: other owners' batches go on."""
+        try:
+            return await self._advance(batch)
+        except Exception as exc:
+            log.exception("batch %s failed unexpectedly in %s", batch.id, batch.status.value)
+            message = f"the batch could not be processed: {type(exc).__name__}"
+            error = BatchErrorLine(code="internal_error", message=message)
+            try:
+                failed = await self._set(batch.id, BatchStatus.FAILED, "failed_at", errors=[error])
+            except Exception:
+                log.exception("batch %s could not be marked failed", batch.id)
+                return batch
+            if failed is not None:
+                self._on_end(failed)
+            return failed or batch
 
     async def _advance(self, batch: Batch) -> Batch:
         if batch.status is BatchStatus.VALIDATING:

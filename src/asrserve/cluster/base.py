@@ -7,11 +7,27 @@ reported and always holds the lease. Distributed, ``redis.py`` shares both throu
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 Duties = Callable[[], Awaitable[None]]
+DUTY_RESTART_S = 5.0
+
+
+async def supervised(name: str, duty: Duties, restart_s: float = DUTY_RESTART_S) -> None:
+    """Run one duty for ever: when it fails it alone starts again ``restart_s`` later, so
+    that one duty's failure (a batch that breaks the runner) never stops the others."""
+    while True:
+        try:
+            await duty()
+        except Exception:
+            log.exception("the %s duty failed; restarting it in %.0f s", name, restart_s)
+        await asyncio.sleep(restart_s)  # a back-off: there is nothing to wait on
 
 
 class WorkerRegistry(ABC):
