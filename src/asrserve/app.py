@@ -39,6 +39,7 @@ from asrserve.api.json_body import install as install_body_limit
 from asrserve.api.request_metrics import request_metrics
 from asrserve.api.schemas import job_view
 from asrserve.api.uploads import UploadGate, UploadLimits
+from asrserve.api.waits import WaitGate
 from asrserve.backends import Backend, open_backend
 from asrserve.batch_api.models import Batch
 from asrserve.batch_api.runner import BatchRunner
@@ -80,6 +81,7 @@ def create_app(
         files=backend.files,
         batches=backend.batches,
         uploads=UploadGate(UploadLimits.from_settings(settings)),
+        waits=WaitGate(settings.max_waits_per_key),
         broker_ping=backend.ping,
     )
 

@@ -300,6 +300,12 @@ class Settings(BaseSettings):
         description="Uploads one API key (auth off: one client address) may have received at"
         " once; more get 503 + Retry-After. 0: a quarter of max_concurrent_uploads, at least 1.",
     )
+    max_waits_per_key: int = Field(
+        32,
+        ge=1,
+        description="Event streams and long polls (?wait=) one API key (auth off: one client"
+        " address) may hold open at once; more get 429 too_many_waits.",
+    )
     upload_min_rate_bytes_s: int = Field(
         16 * 1024,
         ge=0,

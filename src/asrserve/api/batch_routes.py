@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
 from asrserve.api.access import caller
@@ -15,6 +15,7 @@ from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
 from asrserve.api.file_routes import found as found_file
 from asrserve.api.schemas import page_body
+from asrserve.api.uploads import upload_key
 from asrserve.auth.principal import Principal
 from asrserve.batch_api.models import (
     COMPLETION_WINDOW,
@@ -96,15 +97,20 @@ async def list_batches(
 
 @router.get("/{batch_id}")
 async def get_batch(
-    batch_id: str, ctx: Ctx, principal: Caller, wait: Annotated[float, Query(ge=0)] = 0
+    batch_id: str,
+    ctx: Ctx,
+    principal: Caller,
+    request: Request,
+    wait: Annotated[float, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
     """``?wait=N`` long-polls: answers as soon as the batch has ended, or after N s."""
     batch = await _found(ctx, batch_id, principal)
     timeout = min(wait, ctx.service.settings.max_wait_param_s)
     if timeout and not batch.status.finished:
-        ended = await ctx.service.wait_until(
-            batch.id, lambda: ctx.batches.get(batch.id), lambda b: b.status.finished, timeout
-        )
+        with ctx.waits.slot(upload_key(request)):
+            ended = await ctx.service.wait_until(
+                batch.id, lambda: ctx.batches.get(batch.id), lambda b: b.status.finished, timeout
+            )
         batch = ended or batch
     if batch.status is not BatchStatus.IN_PROGRESS:
         return batch.view()

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Request
 
 from asrserve.api.uploads import UploadGate
+from asrserve.api.waits import WaitGate
 from asrserve.auth.principal import OPEN, Principal
 from asrserve.batch_api.store import BatchStore
 from asrserve.engine.catalog import Catalog
@@ -25,6 +26,7 @@ class ApiContext:
     batches: BatchStore
     metrics: Metrics = field(default_factory=Metrics)
     uploads: UploadGate = field(default_factory=UploadGate)  # uploads being received
+    waits: WaitGate = field(default_factory=WaitGate)  # event streams and long polls open
     catalog: Catalog | None = None  # the served models, set once they are loaded
     scheduler_view: Callable[[], Awaitable[dict[str, Any]]] = field(default=lambda: _empty())
     # raises when the broker is unreachable (embedded: never)

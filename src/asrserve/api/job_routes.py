@@ -15,6 +15,7 @@ from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.schemas import job_view, page_body
 from asrserve.api.streams import KEEPALIVE_S, event_stream, job_events
+from asrserve.api.uploads import upload_key
 from asrserve.auth.principal import Principal
 from asrserve.errors import shown
 from asrserve.formats import ResponseFormat
@@ -62,26 +63,32 @@ async def list_jobs(
 
 @router.get("/{job_id}")
 async def get_job(
-    job_id: str, ctx: Ctx, principal: Caller, wait: Annotated[float, Query(ge=0)] = 0
+    job_id: str,
+    ctx: Ctx,
+    principal: Caller,
+    request: Request,
+    wait: Annotated[float, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
     """``?wait=N`` long-polls: answers as soon as the job finishes, or after N s."""
     service = ctx.service
     job = _found(await service.store.get(job_id), job_id, principal)
     timeout = min(wait, service.settings.max_wait_param_s)
     if timeout and not job.status.finished:
-        job = _found(await service.wait(job_id, timeout), job_id, principal)
+        with ctx.waits.slot(upload_key(request)):
+            job = _found(await service.wait(job_id, timeout), job_id, principal)
     return job_view(job)
 
 
 @router.get("/{job_id}/events")
-async def follow_job(job_id: str, ctx: Ctx, principal: Caller) -> Response:
+async def follow_job(job_id: str, ctx: Ctx, principal: Caller, request: Request) -> Response:
     """Server-sent events as the job changes: ``status``, ``progress``, ``segment`` (each
     segment whose text is final, in order) and ``done`` (the finished job); the stream ends
     with the job, or after ``events_stream_s`` (a client reconnects to go on)."""
     service = ctx.service
     _found(await service.store.get(job_id), job_id, principal)
+    give_back = ctx.waits.take(upload_key(request))
     jobs = service.follow(job_id, service.settings.events_stream_s, KEEPALIVE_S)
-    return event_stream(job_events(jobs), {})
+    return event_stream(job_events(jobs), {}, give_back)
 
 
 @router.get("/{job_id}/transcript")

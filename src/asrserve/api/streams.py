@@ -8,12 +8,13 @@ wake the reader, so a follower on another node than the worker sees the same str
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 from fastapi.responses import StreamingResponse
 
 from asrserve.api.schemas import job_view, progress_view
+from asrserve.api.waits import HeldStream
 from asrserve.errors import error_body
 from asrserve.jobs.models import Job, JobStatus
 
@@ -34,8 +35,16 @@ class _Text(Protocol):
     def text(self) -> str: ...
 
 
-def event_stream(events: AsyncIterator[str], headers: dict[str, str]) -> StreamingResponse:
-    return StreamingResponse(events, media_type="text/event-stream", headers={**HEADERS, **headers})
+def _kept() -> None:
+    """Nothing to give back."""
+
+
+def event_stream(
+    events: AsyncIterator[str], headers: dict[str, str], give_back: Callable[[], None] = _kept
+) -> StreamingResponse:
+    """Server-sent events; ``give_back`` is called when the stream ends (a held wait)."""
+    merged = {**HEADERS, **headers}
+    return HeldStream(events, give_back, media_type="text/event-stream", headers=merged)
 
 
 def sse(data: dict[str, Any], event: str | None = None) -> str:
