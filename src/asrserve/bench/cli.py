@@ -21,6 +21,7 @@ from asrserve.bench.runner import (
     write_json,
 )
 from asrserve.bench.soak import SoakConfig, run_soak
+from asrserve.jobs.models import Task
 from asrserve.settings import Settings
 
 DEFAULT_POLICIES = "greedy,window,none"
@@ -163,6 +164,12 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         help="the engine alone, with and without the temperature fallback, alternately, "
         "REPEATS times each (3): what the fallback costs (bench/fallback.py)",
     )
+    bench.add_argument(
+        "--task",
+        choices=["transcribe", "translate"],
+        default="transcribe",
+        help="--fallback: what the windows are decoded for (translate: a multilingual model)",
+    )
     bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.add_argument("--beam-size", type=int)
@@ -289,7 +296,7 @@ def _fallback(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
     from asrserve.bench.fallback import fallback_report, measure_fallback
 
     overrides = {k: getattr(args, k) for k in ENV_FLAGS if getattr(args, k) is not None}
-    body = measure_fallback(files, Settings(**overrides), args.fallback)
+    body = measure_fallback(files, Settings(**overrides), args.fallback, Task(args.task))
     print(fallback_report(body))
     if args.json is not None:
         audio = sum(f.duration for f in files)

@@ -18,7 +18,7 @@ from asrserve.bench.ceiling_layout import run_batches, window_batches
 from asrserve.bench.load import AudioFile
 from asrserve.engine.fallback import FallbackCounts
 from asrserve.engine.whisper import FasterWhisperEngine
-from asrserve.jobs.models import TranscriptionOptions
+from asrserve.jobs.models import Task, TranscriptionOptions
 from asrserve.settings import Settings
 
 MAX_SECONDS = 4 * 3600.0
@@ -31,7 +31,9 @@ def _engines(settings: Settings) -> list[FasterWhisperEngine]:
     return [engine for engine in engines if isinstance(engine, FasterWhisperEngine)]
 
 
-def measure_fallback(files: list[AudioFile], settings: Settings, repeats: int) -> dict[str, Any]:
+def measure_fallback(
+    files: list[AudioFile], settings: Settings, repeats: int, task: Task = Task.TRANSCRIBE
+) -> dict[str, Any]:
     """Both sides, alternately, on one set of windows; the report's body."""
     sides = {
         "fallback": _engines(settings),
@@ -44,7 +46,7 @@ def measure_fallback(files: list[AudioFile], settings: Settings, repeats: int) -
     ]
     chunks = [chunk for p in prepared for chunk in p.chunks]
     batches = window_batches(chunks, settings.max_batch_size)
-    options = TranscriptionOptions(beam_size=settings.beam_size)
+    options = TranscriptionOptions(beam_size=settings.beam_size, task=task)
     audio = sum(chunk.duration for chunk in chunks)
     walls: dict[str, list[float]] = {side: [] for side in sides}
     for engines in sides.values():  # warm-up, untimed
@@ -60,6 +62,7 @@ def measure_fallback(files: list[AudioFile], settings: Settings, repeats: int) -
     for engine in sides["fallback"]:
         counts.add(engine.fallback_counts)  # the last repetition's
     return {
+        "task": task.value,
         "windows": len(chunks),
         "audio_s": round(audio, 2),
         "batch_size": settings.max_batch_size,
@@ -82,7 +85,8 @@ def fallback_report(body: dict[str, Any]) -> str:
     on, off = body["sides"]["fallback"], body["sides"]["no fallback"]
     decodes = ", ".join(f"{t}: {n}" for t, n in body["decodes_by_temperature"].items())
     lines = [
-        f"temperature fallback, {body['windows']} windows ({body['audio_s']} s of speech), "
+        f"temperature fallback, {body['task']}, {body['windows']} windows "
+        f"({body['audio_s']} s of speech), "
         f"batches of {body['batch_size']} on {body['replicas']} replica(s)",
         f"windows decoded again: {body['retried_windows']} of {body['windows']}; "
         f"decodes by temperature: {decodes}",
