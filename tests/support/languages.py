@@ -94,26 +94,23 @@ def translate(model: Any, clip: LanguageClip) -> str:
     return _text(segments)
 
 
-def reference(model_dir: Path, clips: Sequence[LanguageClip]) -> list[Heard]:
-    """faster-whisper's results on every clip, with the model loaded once (int8, 2 threads)."""
+def _model(model_dir: Path) -> Any:
+    """faster-whisper's model, loaded as the reference runs it (int8, 2 threads)."""
     from faster_whisper import WhisperModel
 
-    model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=2)
-    try:
-        return [hear(model, clip) for clip in clips]
-    finally:
-        del model
+    return WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=2)
+
+
+def reference(model_dir: Path, clips: Sequence[LanguageClip]) -> list[Heard]:
+    """faster-whisper's results on every clip, with the model loaded once."""
+    model = _model(model_dir)
+    return [hear(model, clip) for clip in clips]
 
 
 def reference_translations(model_dir: Path, clips: Sequence[LanguageClip]) -> list[str]:
     """faster-whisper's translation of every clip into English."""
-    from faster_whisper import WhisperModel
-
-    model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=2)
-    try:
-        return [translate(model, clip) for clip in clips]
-    finally:
-        del model
+    model = _model(model_dir)
+    return [translate(model, clip) for clip in clips]
 
 
 def score(label: str, heard: Sequence[Heard]) -> Score:
