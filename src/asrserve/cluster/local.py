@@ -3,12 +3,11 @@ reported (kept in memory, sent nowhere) and this node always holds the lease."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
 
-from asrserve.cluster.base import Duties, Lease, WorkerRegistry
+from asrserve.cluster.base import Duties, Lease, WorkerRegistry, supervised
 
 log = logging.getLogger(__name__)
 
@@ -30,16 +29,11 @@ class LocalRegistry(WorkerRegistry):
 
 
 class LocalLease(Lease):
-    """Always held: the duties run here, restarted ``restart_s`` after they fail (one failing
-    stops the others: they are one task group)."""
+    """Always held: the duties run here, restarted ``restart_s`` after they fail (each duty
+    also restarts alone inside them: ``supervised``)."""
 
     def __init__(self, restart_s: float = DUTIES_RESTART_S) -> None:
         self._restart_s = restart_s
 
     async def run(self, duties: Duties) -> None:
-        while True:
-            try:
-                await duties()
-            except Exception:
-                log.exception("the duties failed; restarting them in %.0f s", self._restart_s)
-            await asyncio.sleep(self._restart_s)  # a back-off: there is nothing to wait on
+        await supervised("leader's", duties, self._restart_s)

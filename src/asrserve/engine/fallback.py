@@ -38,6 +38,12 @@ def temperatures(requested: float, ladder: tuple[float, ...] = TEMPERATURES) -> 
     return ladder if requested == 0.0 else (requested,)
 
 
+def silent(no_speech_prob: float, avg_logprob: float) -> bool:
+    """Whisper's silence test: the model thinks the window holds no speech, and what it
+    wrote is unlikely."""
+    return no_speech_prob > NO_SPEECH_THRESHOLD and avg_logprob < LOG_PROB_THRESHOLD
+
+
 def compression_ratio(text: str) -> float:
     from faster_whisper.transcribe import get_compression_ratio
 
@@ -109,10 +115,9 @@ class Attempt:
         """Worth another try at the next temperature."""
         if not self.segments:
             return False
-        unlikely = self.avg_logprob < LOG_PROB_THRESHOLD
-        if unlikely and self.no_speech_prob > NO_SPEECH_THRESHOLD:
-            return False  # silence
-        return self.loops or unlikely
+        if silent(self.no_speech_prob, self.avg_logprob):
+            return False
+        return self.loops or self.avg_logprob < LOG_PROB_THRESHOLD
 
     def scored(self) -> list[RawSegment]:
         """The segments, each carrying the decode's temperature and scores, as OpenAI's

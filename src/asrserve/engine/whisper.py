@@ -31,6 +31,7 @@ from asrserve.engine.fallback import (
     Attempt,
     FallbackCounts,
     decode_all,
+    silent,
     temperatures,
 )
 from asrserve.jobs.models import TranscriptionOptions
@@ -412,7 +413,7 @@ def _tokens(segments: list[RawSegment]) -> list[int]:
 
 
 def _silent(segment: RawSegment) -> bool:
-    return segment.no_speech_prob > NO_SPEECH_THRESHOLD and segment.avg_logprob < LOG_PROB_THRESHOLD
+    return silent(segment.no_speech_prob, segment.avg_logprob)
 
 
 def _raw_segment(seg: dict[str, Any], temperature: float) -> RawSegment:
