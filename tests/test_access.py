@@ -195,7 +195,8 @@ def test_rate_limit_quota_and_queue_limits(
         data, "small", "--audio-minutes-per-day", str(round(short.duration * 1.5 / 60, 4))
     )
     busy = new_key(data, "busy")
-    env = {"ASRSERVE_AUTH": "on", "ASRSERVE_MAX_QUEUED_JOBS": "2"}
+    # The class's limit, not a key's share of it (tests/test_admission_shares.py)
+    env = {"ASRSERVE_AUTH": "on", "ASRSERVE_MAX_QUEUED_JOBS": "2", "ASRSERVE_MAX_QUEUED_SHARE": "1"}
     server = make_server(data, env=env).start()
 
     statuses = [httpx.get(f"{server.url}/v1/jobs", headers=auth(slow)) for _ in range(4)]

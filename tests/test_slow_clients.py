@@ -119,7 +119,14 @@ def test_uploads_past_the_limit_get_503(
             return False
 
         wait_until(slots_full, 10, "the two held uploads to fill the slots", every=0)
-        before = listing(srv.data_dir)
+
+        # Each holder's spool file is made when its first body bytes are read, which may
+        # come after its slot is taken: the listing to compare with holds both.
+        def both_spooled() -> set[str] | None:
+            names = listing(srv.data_dir)
+            return names if len(names) == 2 else None
+
+        before = wait_until(both_spooled, 10, "the held uploads to spool their first bytes")
         for path in (SYNC, JOBS):
             resp = client.post(path, files=upload_files(clip))
             error = assert_error(resp, 503, "too_many_uploads")

@@ -114,7 +114,7 @@ class Service:
         # Were this put lost (a crash, the broker gone), the job is still unfinished in the
         # store and is queued again when a worker next starts.
         await self.queue.put(job.id, priority)
-        await self.admission.added(priority, job.admitted_s)
+        await self.admission.added(priority, job.admitted_s, owner=job.owner)
         if self.recorder is not None:
             self.recorder.arrival(job)
         log.info(
@@ -136,7 +136,7 @@ class Service:
         duration = await asyncio.to_thread(probe, path, self.settings.max_audio_seconds)
         if callback_url:
             check_callback(callback_url, self.settings)
-        await self.admission.admit(priority, duration or 0.0)
+        await self.admission.admit(priority, duration or 0.0, owner=principal.owner)
         await quota.charge(self.keys, principal, duration or 0.0)
         return duration
 

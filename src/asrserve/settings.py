@@ -281,6 +281,14 @@ class Settings(BaseSettings):
     batch_api_max_queued_requests: int = Field(
         500_000, ge=1, description="Unfinished Batch API requests, all batches together."
     )
+    max_queued_share: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="The share of each class's limits (jobs and audio seconds) one API key"
+        " may hold; past it that key gets 429 queue_full. A key holding nothing in a class"
+        " may always queue one request that fits it. Auth off: no shares.",
+    )
     rate_limit_rpm: int = Field(
         0, ge=0, description="Default requests per minute per API key (0: no limit)."
     )

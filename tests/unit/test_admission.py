@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from asrserve.admission.base import Admission
+from asrserve.admission.base import Admission, Backlog
 from asrserve.admission.local import LocalAdmission
 from asrserve.admission.redis import RedisAdmission
 from asrserve.auth.limits import LocalRateLimiter, RateLimiter, RedisRateLimiter
@@ -18,7 +18,10 @@ from asrserve.jobs.models import Job, Priority
 from asrserve.settings import Settings
 from tests.support.loop import Run
 
-SETTINGS = Settings(max_queued_jobs=2, max_queued_audio_s=100.0, redis_prefix="t")
+# Each key's share: one job, 50 s of audio of a class.
+SETTINGS = Settings(
+    max_queued_jobs=2, max_queued_audio_s=100.0, max_queued_share=0.5, redis_prefix="t"
+)
 Nodes = tuple[Admission, Admission]
 
 
@@ -71,6 +74,43 @@ class AdmissionContract:
             "async": {"jobs": 0, "audio_s": 0.0},
             "offline": {"jobs": 1, "audio_s": 5.0},
         }
+
+    def test_a_key_past_its_share_is_refused_while_another_fits(
+        self, nodes: Nodes, run: Run
+    ) -> None:
+        admission, other = nodes
+        admission.throughput = lambda: 5.0
+        run(admission.added(Priority.ASYNC, 20.0, owner="a"))
+        with pytest.raises(QueueFull) as full:
+            run(other.admit(Priority.ASYNC, 10.0, owner="a"))
+        assert full.value.code == "queue_full"
+        assert "you hold 1 jobs (20 s of audio) of the async queue" in str(full.value)
+        run(other.admit(Priority.ASYNC, 10.0, owner="b"))  # the class has room for b
+        run(other.admit(Priority.INTERACTIVE, 10.0, owner="a"))  # a share per class
+        assert run(other.held(Priority.ASYNC, "a")) == Backlog(jobs=1, audio_s=20.0)
+
+    def test_a_key_holding_nothing_may_queue_one_request_longer_than_its_share(
+        self, nodes: Nodes, run: Run
+    ) -> None:
+        admission, _ = nodes
+        run(admission.admit(Priority.ASYNC, 80.0, owner="a"))  # share 50 s, class 100 s
+        run(admission.added(Priority.ASYNC, 80.0, owner="a"))
+        with pytest.raises(QueueFull):
+            run(admission.admit(Priority.ASYNC, 1.0, owner="a"))
+
+    def test_shares_are_given_back_on_finish_and_rebuilt_by_reset(
+        self, nodes: Nodes, run: Run
+    ) -> None:
+        admission, other = nodes
+        run(admission.added(Priority.ASYNC, 20.0, owner="a"))
+        run(other.finished(Job(id="j", priority=Priority.ASYNC, admitted_s=20.0, owner="a")))
+        assert run(admission.held(Priority.ASYNC, "a")) == Backlog()
+        run(admission.admit(Priority.ASYNC, 10.0, owner="a"))
+        run(other.reset([Job(id="k", priority=Priority.ASYNC, admitted_s=5.0, owner="b")]))
+        assert run(admission.held(Priority.ASYNC, "b")) == Backlog(jobs=1, audio_s=5.0)
+        with pytest.raises(QueueFull):
+            run(admission.admit(Priority.ASYNC, 10.0, owner="b"))
+        run(admission.admit(Priority.ASYNC, 10.0, owner="a"))
 
     def test_a_node_without_inference_uses_the_workers_throughput(
         self, nodes: Nodes, registry: WorkerRegistry, run: Run

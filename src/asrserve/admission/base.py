@@ -1,7 +1,11 @@
 """Bounded admission: how much unfinished work each priority class may hold.
 
 Past the limits a new request is refused with :class:`QueueFull` and a retry-after
-estimated from the measured throughput: the time the class needs to drain the excess. The
+estimated from the measured throughput: the time the class needs to drain the excess. Each
+API key also has a share of each class (``ASRSERVE_MAX_QUEUED_SHARE`` of its job and audio
+limits): past it, that key is refused while others still fit, so one key cannot keep every
+other one out of a class. A key holding nothing in a class may always queue one request
+that fits the class (a share smaller than one long file must not refuse it for good). The
 counts are updated as jobs are accepted and finish, and rebuilt from the store when the
 leader's duties start. ``local.py`` keeps them in memory (embedded); ``redis.py`` keeps
 them in Redis so that every API node sees one backlog.
@@ -29,13 +33,21 @@ class Backlog:
     audio_s: float = 0.0
 
 
-def tally(jobs: Iterable[Job]) -> dict[Priority, Backlog]:
-    """What ``jobs`` (the unfinished ones) count for, per class."""
+Held = dict[tuple[Priority, str], Backlog]
+
+
+def tally(jobs: Iterable[Job]) -> tuple[dict[Priority, Backlog], Held]:
+    """What ``jobs`` (the unfinished ones) count for, per class and per owning key."""
     totals = {priority: Backlog() for priority in Priority}
+    held: Held = {}
     for job in jobs:
-        totals[job.priority].jobs += 1
-        totals[job.priority].audio_s += job.admitted_s
-    return totals
+        counts = [totals[job.priority]]
+        if job.owner is not None:
+            counts.append(held.setdefault((job.priority, job.owner), Backlog()))
+        for backlog in counts:
+            backlog.jobs += 1
+            backlog.audio_s += job.admitted_s
+    return totals, held
 
 
 class Admission(ABC):
@@ -50,8 +62,15 @@ class Admission(ABC):
         """What the class holds now."""
 
     @abstractmethod
-    async def added(self, priority: Priority, audio_s: float, count: int = 1) -> None:
-        """``count`` jobs of ``audio_s`` seconds in all were accepted."""
+    async def held(self, priority: Priority, owner: str) -> Backlog:
+        """What one key holds of the class now."""
+
+    @abstractmethod
+    async def added(
+        self, priority: Priority, audio_s: float, count: int = 1, owner: str | None = None
+    ) -> None:
+        """``count`` jobs of ``audio_s`` seconds in all were accepted for ``owner`` (None:
+        auth is off, nobody's share)."""
 
     @abstractmethod
     async def finished(self, job: Job) -> None:
@@ -60,32 +79,46 @@ class Admission(ABC):
         never goes below zero."""
 
     @abstractmethod
-    async def _replace(self, backlogs: dict[Priority, Backlog]) -> None:
-        """Every class's counts, replaced at once."""
+    async def _replace(self, backlogs: dict[Priority, Backlog], held: Held) -> None:
+        """Every class's counts and every key's, replaced at once."""
 
     async def reset(self, jobs: Iterable[Job]) -> None:
         """Start from the unfinished jobs in the store."""
-        await self._replace(tally(jobs))
+        await self._replace(*tally(jobs))
 
-    async def admit(self, priority: Priority, audio_s: float, count: int = 1) -> None:
+    async def admit(
+        self, priority: Priority, audio_s: float, count: int = 1, owner: str | None = None
+    ) -> None:
         """Raise :class:`QueueFull` if ``count`` more jobs of ``audio_s`` seconds in all would
-        not fit."""
-        backlog = await self.backlog(priority)
+        not fit the class, or not fit ``owner``'s share of it."""
         max_jobs, max_audio = self._limits(priority)
-        extra_jobs = backlog.jobs + count - max_jobs
-        extra_audio = backlog.audio_s + audio_s - max_audio
-        if extra_jobs <= 0 and extra_audio <= 0:
-            return
-        per_job = backlog.audio_s / backlog.jobs if backlog.jobs else audio_s / count
-        excess = max(extra_audio, extra_jobs * per_job, 0.0)
-        rate = await self.measured_throughput() or FALLBACK_THROUGHPUT
-        retry = min(max(math.ceil(excess / rate), 1), MAX_RETRY_AFTER_S)
         name = priority.name.lower()
-        message = (
-            f"the {name} queue is full ({backlog.jobs} jobs, {backlog.audio_s:.0f} s of audio "
-            f"waiting); retry in about {retry} s"
-        )
-        raise QueueFull(message, retry_after=retry)
+        backlog = await self.backlog(priority)
+        excess = _excess(backlog, max_jobs, max_audio, audio_s, count)
+        if excess is not None:
+            retry = await self._retry_after(excess)
+            raise QueueFull(
+                f"the {name} queue is full ({backlog.jobs} jobs, {backlog.audio_s:.0f} s of "
+                f"audio waiting); retry in about {retry} s",
+                retry_after=retry,
+            )
+        if owner is None:
+            return
+        mine = await self.held(priority, owner)
+        share = self._settings.max_queued_share
+        excess = _excess(mine, max_jobs * share, max_audio * share, audio_s, count)
+        if mine.jobs and excess is not None:
+            retry = await self._retry_after(excess)
+            raise QueueFull(
+                f"you hold {mine.jobs} jobs ({mine.audio_s:.0f} s of audio) of the {name} "
+                f"queue, your share of it; retry in about {retry} s",
+                retry_after=retry,
+            )
+
+    async def _retry_after(self, excess_s: float) -> int:
+        """Seconds the workers need to drain ``excess_s`` of audio, at least 1."""
+        rate = await self.measured_throughput() or FALLBACK_THROUGHPUT
+        return min(max(math.ceil(excess_s / rate), 1), MAX_RETRY_AFTER_S)
 
     async def measured_throughput(self) -> float | None:
         """This node's scheduler's, or every live worker node's when this node runs none."""
@@ -106,3 +139,16 @@ class Admission(ABC):
         if priority is Priority.OFFLINE:
             return settings.batch_api_max_queued_requests, math.inf
         return settings.max_queued_jobs, settings.max_queued_audio_s
+
+
+def _excess(
+    backlog: Backlog, max_jobs: float, max_audio: float, audio_s: float, count: int
+) -> float | None:
+    """The audio seconds by which ``count`` more jobs of ``audio_s`` seconds in all overflow
+    ``backlog``'s limits (extra jobs counted at the backlog's mean length); None if they fit."""
+    extra_jobs = backlog.jobs + count - max_jobs
+    extra_audio = backlog.audio_s + audio_s - max_audio
+    if extra_jobs <= 0 and extra_audio <= 0:
+        return None
+    per_job = backlog.audio_s / backlog.jobs if backlog.jobs else audio_s / count
+    return max(extra_audio, extra_jobs * per_job, 0.0)

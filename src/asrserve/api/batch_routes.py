@@ -68,7 +68,7 @@ async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[s
         message = f"file '{record.id}' has purpose '{record.purpose.value}', not 'batch'"
         raise ApiError(400, message, param="input_file_id", code="invalid_file_purpose")
     requests = await asyncio.to_thread(_count_requests, record.id, ctx.service.settings)
-    await ctx.service.admission.admit(Priority.OFFLINE, 0.0, count=requests)
+    await ctx.service.admission.admit(Priority.OFFLINE, 0.0, count=requests, owner=principal.owner)
     now = int(time.time())
     batch = Batch(
         id=new_batch_id(),

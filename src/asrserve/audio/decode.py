@@ -33,6 +33,9 @@ MAX_SAMPLE_RATE = 768_000
 MAX_FRAME_S = 10.0
 # Packets the intake probe decodes at most looking for the first samples.
 PROBE_PACKETS = 64
+# Bytes per second under which a stated duration is checked against the packets: 16 kbit/s,
+# about the lowest rate speech is encoded at (silence in FLAC or Opus packs far denser).
+PLAUSIBLE_BYTES_S = 2000
 FLOAT_FORMATS = frozenset({"flt", "fltp", "dbl", "dblp"})
 # Codecs that store float samples as they are, NaN and infinities included (lossy decoders
 # output floats too, but their own: not checked, which would slow them down by a third).
@@ -48,6 +51,11 @@ def probe(path: Path, max_seconds: float) -> float | None:
     samples (at most :data:`PROBE_PACKETS` packets): bytes that only look like audio to
     FFmpeg's format sniffing (a text file passes for raw AMR) fail there, and a stream that
     ends before any sample is empty audio.
+
+    A stated duration the file's size can hardly hold (under :data:`PLAUSIBLE_BYTES_S` per
+    second: a 0.9 MB file claiming four hours) is checked against the packets themselves:
+    the duration returned is then what they cover, if less. Such a file is small for its
+    claim, so reading its packets (without decoding them) is cheap.
     """
     try:
         with av.open(str(path), mode="r", metadata_errors="ignore") as container:
@@ -57,8 +65,12 @@ def probe(path: Path, max_seconds: float) -> float | None:
             duration = _stated_duration(container, stream)
             if duration is not None and duration > max_seconds:
                 raise too_long(duration, max_seconds)
-            if _first_samples(container, stream) is False:
+            doubtful = duration is not None and path.stat().st_size < duration * PLAUSIBLE_BYTES_S
+            heard, covered = _scan(container, stream, measure=doubtful)
+            if heard is False:
                 raise empty_audio()
+            if duration is not None and covered is not None:
+                duration = min(duration, covered)
     except AudioError:
         raise
     except DECODE_ERRORS as exc:
@@ -93,15 +105,29 @@ def _stated_duration(container: Any, stream: Any) -> float | None:
     return seconds
 
 
-def _first_samples(container: Any, stream: Any) -> bool | None:
+def _scan(container: Any, stream: Any, *, measure: bool) -> tuple[bool | None, float | None]:
     """Decode from the start: True at the first samples, False if the stream ends without
-    any, None if :data:`PROBE_PACKETS` packets did not tell."""
+    any, None if :data:`PROBE_PACKETS` packets did not tell. With ``measure``, then read
+    every packet without decoding it for the seconds they cover (None if they carry no
+    timestamps)."""
+    heard: bool | None = False
+    looking = True
+    end: float | None = None
     for count, packet in enumerate(container.demux(stream)):
-        if any(frame.samples for frame in packet.decode()):
-            return True
-        if count >= PROBE_PACKETS:
-            return None
-    return False
+        if looking:
+            if any(frame.samples for frame in packet.decode()):
+                heard, looking = True, False
+            elif count >= PROBE_PACKETS:
+                heard, looking = None, False
+        if measure and packet.pts is not None and packet.time_base is not None:
+            ends = float((packet.pts + (packet.duration or 0)) * packet.time_base)
+            end = ends if end is None else max(end, ends)
+        elif not looking:
+            break
+    if end is None:
+        return heard, None
+    start = stream.start_time * stream.time_base if stream.start_time is not None else 0
+    return heard, max(end - float(start), 0.0)
 
 
 def decode(path: Path, max_seconds: float, *, channel: int | None = None) -> np.ndarray:

@@ -129,7 +129,9 @@ class BatchRunner:
         await self._service.store.create_many(jobs)
         longest_first = sorted(jobs, key=lambda job: -(job.audio_duration or 0.0))
         await self._service.queue.put_many([job.id for job in longest_first], Priority.OFFLINE)
-        await self._service.admission.added(Priority.OFFLINE, seconds, count=len(jobs))
+        await self._service.admission.added(
+            Priority.OFFLINE, seconds, count=len(jobs), owner=batch.owner
+        )
         failed = sum(item.error is not None for item in items)
         log.info(
             "batch %s in progress: %d request(s), %d rejected, %.1f audio s",
