@@ -10,14 +10,18 @@ minimum upload rate; one with auth on, keys, a small upload pool and an allowed 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import select
+import socket
 import stat
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from asrserve.corpus import Clip
 from tests.support.keys import auth, new_key
@@ -135,6 +139,42 @@ def test_auth_on_with_allowed_hosts_checks_host_too(auth_server: AuthServer) -> 
         assert refused.status_code == 421, refused.text
         named = client.get("/v1/jobs", headers={**headers, "Host": "asr.example:443"})
         assert named.status_code == 200, named.text
+
+
+def _handshake(port: int, host: str, origin: str | None) -> tuple[int, dict[str, Any]]:
+    """A WebSocket handshake to the live route as a browser sends it: the refusal's status
+    and body (an accepted one has no JSON body: the websockets client checks those)."""
+    lines = [
+        "GET /v1/realtime?intent=transcription HTTP/1.1",
+        f"Host: {host}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+        *([f"Origin: {origin}"] if origin is not None else []),
+    ]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        status, _, body, _ = read_response(sock)
+    return status, body
+
+
+def test_websockets_get_the_host_check_and_refuse_other_pages(open_server: Server) -> None:
+    """Round two, item 11: with auth off any page the local user visits could open live
+    sessions. A rebound name gets 421, a page of another origin 403; this server's own pages
+    and clients that send no Origin (not browsers) are served."""
+    port = open_server.port
+    status, body = _handshake(port, f"evil.example:{port}", None)
+    assert (status, body["error"]["code"]) == (421, "misdirected_request"), body
+    status, body = _handshake(port, f"127.0.0.1:{port}", "https://evil.example")
+    assert (status, body["error"]["code"]) == (403, "cross_origin_websocket"), body
+    assert body["error"]["param"] == "Origin"
+    url = f"ws://127.0.0.1:{port}/v1/realtime?intent=transcription"
+    for origin in (f"http://127.0.0.1:{port}", None):
+        with connect(url, origin=origin, open_timeout=10) as ws:  # type: ignore[arg-type]
+            created = json.loads(ws.recv(timeout=30))
+        assert created["type"] == "transcription_session.created", created
+    assert httpx.get(f"{open_server.url}/healthz", timeout=30).status_code == 200
 
 
 # --------------------------------------------------------------------------------------

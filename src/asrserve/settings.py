@@ -131,6 +131,11 @@ class Settings(BaseSettings):
         description="Host header names accepted besides the bind address and loopback names"
         " (comma-separated; '*': any). Checked with auth off, and with auth on once set.",
     )
+    allowed_origins: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Origins (scheme://host[:port]) whose pages may open WebSockets besides"
+        " this server's own (comma-separated; '*': any).",
+    )
 
     # Storage
     data_dir: Path = Path("data")
@@ -386,7 +391,7 @@ class Settings(BaseSettings):
             return (value,)
         return value
 
-    @field_validator("webhook_allow", "allowed_hosts", "models", mode="before")
+    @field_validator("webhook_allow", "allowed_hosts", "allowed_origins", "models", mode="before")
     @classmethod
     def _parse_names(cls, value: object) -> object:
         if isinstance(value, str):

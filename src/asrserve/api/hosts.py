@@ -8,12 +8,22 @@ it re-points at loopback; the browser then sends that name as ``Host``. So with 
 With auth on the keys already stop such a page; the check applies too once
 ``ASRSERVE_ALLOWED_HOSTS`` is set. ``*`` in it turns the check off. A request with no
 ``Host`` header at all (HTTP/1.0; never a browser) is let through.
+
+WebSockets get the same ``Host`` check and one of their own: a browser lets any page open
+a WebSocket to any address, and says which page in ``Origin``. A handshake whose
+``Origin`` is neither this server's own (the scheme-less ``host[:port]`` equal to
+``Host``) nor listed in ``ASRSERVE_ALLOWED_ORIGINS`` is refused with ``403
+cross_origin_websocket``, auth on or off. Clients other than browsers send no ``Origin``
+and are let through.
 """
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from asrserve.errors import error_body
 from asrserve.settings import LOOPBACK_HOSTS, Settings
@@ -40,28 +50,55 @@ def allowed_hosts(settings: Settings) -> frozenset[str] | None:
 
 
 class HostCheck:
-    """ASGI middleware: ``421`` for HTTP requests whose ``Host`` is not allowed."""
+    """ASGI middleware: ``421`` for requests and WebSocket handshakes whose ``Host`` is not
+    allowed, ``403`` for cross-origin WebSocket handshakes."""
 
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.allowed = allowed_hosts(settings)
+        self.origins = frozenset(o.strip().lower().rstrip("/") for o in settings.allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.allowed is not None:
-            header = _host_header(scope)
-            if header is not None and host_name(header) not in self.allowed:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        host = _header(scope, b"host")
+        status, body = 0, None
+        if self.allowed is not None and host is not None and host_name(host) not in self.allowed:
+            message = (
+                f"this server does not answer to the host name {host_name(host)[:100]!r}"
+                " (ASRSERVE_ALLOWED_HOSTS lists the names it does)"
+            )
+            status, body = 421, error_body(421, message, param="Host", code="misdirected_request")
+        elif scope["type"] == "websocket":
+            origin = _header(scope, b"origin")
+            if origin is not None and not self._same_or_allowed(origin, host):
                 message = (
-                    f"this server does not answer to the host name {host_name(header)[:100]!r}"
-                    " (ASRSERVE_ALLOWED_HOSTS lists the names it does)"
+                    f"WebSockets from the page at {origin[:100]!r} are not accepted"
+                    " (ASRSERVE_ALLOWED_ORIGINS lists the origins that are)"
                 )
-                body = error_body(421, message, param="Host", code="misdirected_request")
-                await JSONResponse(body, status_code=421)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+                code = "cross_origin_websocket"
+                status, body = 403, error_body(403, message, param="Origin", code=code)
+        if body is None:
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(body, status_code=status)
+        if scope["type"] == "http":
+            await response(scope, receive, send)
+        elif "websocket.http.response" in scope.get("extensions", {}):
+            await WebSocket(scope, receive, send).send_denial_response(response)
+        else:  # the server cannot answer a handshake with a body: a plain 403
+            await send({"type": "websocket.close", "code": 1008})
+
+    def _same_or_allowed(self, origin: str, host: str | None) -> bool:
+        value = origin.strip().lower().rstrip("/")
+        if "*" in self.origins or value in self.origins:
+            return True
+        return host is not None and urlsplit(value).netloc == host.strip().lower()
 
 
-def _host_header(scope: Scope) -> str | None:
+def _header(scope: Scope, wanted: bytes) -> str | None:
     for name, value in scope["headers"]:
-        if name == b"host":
+        if name == wanted:
             return bytes(value).decode("latin-1")
     return None
