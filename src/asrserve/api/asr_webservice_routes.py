@@ -123,7 +123,7 @@ async def _run(
         except BaseException:
             upload.remove()
             raise
-        return await run_interactive(ctx, job_id, upload, parsed, principal)
+        return await run_interactive(request, ctx, job_id, upload, parsed, principal)
 
 
 async def _prepare(upload: Upload, *, encode: bool) -> None:

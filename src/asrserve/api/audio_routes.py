@@ -9,6 +9,7 @@ from fastapi.responses import Response
 
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
+from asrserve.api.disconnect import ClientGone, unless_gone
 from asrserve.api.errors import ApiError
 from asrserve.api.forms import parse_form
 from asrserve.api.openapi import transcription_form, translation_form
@@ -44,6 +45,7 @@ async def receive_transcription(
 
 
 async def run_interactive(
+    request: Request,
     ctx: ApiContext,
     job_id: str,
     upload: Upload,
@@ -53,9 +55,13 @@ async def run_interactive(
     """Submit the upload at interactive priority and wait for its end: the finished job, or
     504 ``deadline_exceeded`` once the synchronous deadline has passed. The worker fails the
     job with the same code when it drops the chunks; whichever side notices first, the caller
-    sees one answer."""
+    sees one answer. A client that closes the connection first has its job cancelled."""
     job, timeout = await _submit_interactive(ctx, job_id, upload, parsed, principal)
-    done = await ctx.service.wait(job.id, timeout + 1.0)
+    try:
+        done = await unless_gone(request, ctx.service.wait(job.id, timeout + 1.0))
+    except ClientGone:
+        await ctx.service.cancel(job.id)
+        raise
     if done is None or not done.status.finished:
         raise ApiError(
             504, f"transcription did not finish within {timeout:g} s", code="deadline_exceeded"
@@ -93,10 +99,15 @@ async def stream_interactive(
     """Submit the upload at interactive priority and answer server-sent events as its text
     becomes final (``stream=true``). A request that cannot be accepted gets its error
     status as without streaming; once accepted, the answer is 200 and a failure comes as an
-    ``error`` event."""
+    ``error`` event. When the stream ends, however it ends, the job is cancelled if it has
+    not finished (a client gone: the next event could not be sent)."""
     job, timeout = await _submit_interactive(ctx, job_id, upload, parsed, principal)
     jobs = ctx.service.follow(job.id, timeout + 1.0, KEEPALIVE_S)
-    return event_stream(transcript_events(jobs, timeout), {"X-Job-Id": job.id})
+
+    async def ended() -> None:  # a client gone mid-stream: its job is cancelled (if running)
+        await ctx.service.cancel(job.id)
+
+    return event_stream(transcript_events(jobs, timeout), {"X-Job-Id": job.id}, ended=ended)
 
 
 async def _answer(request: Request, ctx: ApiContext, principal: Principal, task: Task) -> Response:
@@ -106,7 +117,7 @@ async def _answer(request: Request, ctx: ApiContext, principal: Principal, task:
     job_id, upload, parsed = await receive_transcription(request, ctx, limit, task=task)
     if parsed.stream:
         return await stream_interactive(ctx, job_id, upload, parsed, principal)
-    done = await run_interactive(ctx, job_id, upload, parsed, principal)
+    done = await run_interactive(request, ctx, job_id, upload, parsed, principal)
     return transcript_response(done, parsed.response_format, words=parsed.words)
 
 

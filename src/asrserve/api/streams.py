@@ -8,7 +8,7 @@ wake the reader, so a follower on another node than the worker sees the same str
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from fastapi.responses import StreamingResponse
@@ -39,12 +39,20 @@ def _kept() -> None:
     """Nothing to give back."""
 
 
+async def _nothing() -> None:
+    """Nothing to do once the stream has ended."""
+
+
 def event_stream(
-    events: AsyncIterator[str], headers: dict[str, str], give_back: Callable[[], None] = _kept
+    events: AsyncIterator[str],
+    headers: dict[str, str],
+    give_back: Callable[[], None] = _kept,
+    ended: Callable[[], Awaitable[None]] = _nothing,
 ) -> StreamingResponse:
-    """Server-sent events; ``give_back`` is called when the stream ends (a held wait)."""
+    """Server-sent events; ``give_back`` (a held wait) and then ``ended`` are called when
+    the stream ends, however it ends."""
     merged = {**HEADERS, **headers}
-    return HeldStream(events, give_back, media_type="text/event-stream", headers=merged)
+    return HeldStream(events, give_back, ended, media_type="text/event-stream", headers=merged)
 
 
 def sse(data: dict[str, Any], event: str | None = None) -> str:

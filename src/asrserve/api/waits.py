@@ -10,7 +10,7 @@ Taken and given back on the event loop only, so plain counters need no lock.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from starlette.responses import StreamingResponse
@@ -67,13 +67,19 @@ class HeldStream(StreamingResponse):
     the client is gone before the first byte: its body is then never read)."""
 
     def __init__(
-        self, body: AsyncIterator[str], give_back: Callable[[], None], **kwargs: Any
+        self,
+        body: AsyncIterator[str],
+        give_back: Callable[[], None],
+        ended: Callable[[], Awaitable[None]],
+        **kwargs: Any,
     ) -> None:
         super().__init__(body, **kwargs)
         self._give_back = give_back
+        self._ended = ended
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
             self._give_back()
+            await self._ended()
