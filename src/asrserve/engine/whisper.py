@@ -34,6 +34,7 @@ from asrserve.engine.fallback import (
     silent,
     temperatures,
 )
+from asrserve.engine.memory import give_back
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
 
@@ -143,6 +144,7 @@ class SharedWeights:
             self._holders.discard(id(holder))
             if not self._holders and self.model.model.model_is_loaded:
                 self.model.model.unload_model()
+                give_back()  # else the freed weights stay in the RSS (engine/memory.py)
 
     def held_by(self, holder: object) -> bool:
         return id(holder) in self._holders
