@@ -18,7 +18,6 @@ from pathlib import Path
 
 import av
 import httpx
-import numpy as np
 import pytest
 
 from asrserve.audio.decode import decode
@@ -26,6 +25,7 @@ from asrserve.bench.redis_process import RedisProcess
 from asrserve.corpus import Clip
 from tests.support.cluster import Cluster
 from tests.support.keys import auth
+from tests.support.payloads import opus
 
 pytestmark = pytest.mark.slow
 STATED_S = 14_399.9  # under the 4 h duration limit, far over the class's backlog limit
@@ -105,7 +105,7 @@ def test_a_stated_duration_the_file_cannot_hold_counts_as_its_packets(
     seconds = 5.0
     clip = max(corpus, key=lambda c: c.duration)
     samples = decode(clip.path, 3600.0)[: int(seconds * 16_000)]
-    lying = _claiming(_webm(samples), STATED_S)
+    lying = _claiming(opus(samples, "webm"), STATED_S)
     with av.open(io.BytesIO(lying), mode="r") as container:
         assert container.duration == pytest.approx(STATED_S * 1e6)  # what the header says
 
@@ -114,27 +114,6 @@ def test_a_stated_duration_the_file_cannot_hold_counts_as_its_packets(
     assert accepted.json()["audio_duration"] == pytest.approx(seconds, abs=0.05)
     stats = httpx.get(f"{node.url}/v1/scheduler", headers=auth(node.admin), timeout=30)
     assert stats.json()["admission"]["async"]["audio_s"] == pytest.approx(seconds, abs=0.1)
-
-
-def _webm(samples: np.ndarray) -> bytes:
-    """Opus in WebM, written seekable so that the header states a duration."""
-    sink = io.BytesIO()
-    with av.open(sink, "w", format="webm") as out:
-        stream = out.add_stream("libopus", rate=48_000)
-        stream.layout = "mono"
-        resampler = av.AudioResampler(
-            format=stream.format.name,
-            layout="mono",
-            rate=48_000,
-            frame_size=stream.codec_context.frame_size,
-        )
-        frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
-        frame.sample_rate = 16_000
-        frame.pts = 0
-        for resampled in [*resampler.resample(frame), *resampler.resample(None)]:
-            out.mux(stream.encode(resampled))
-        out.mux(stream.encode(None))
-    return sink.getvalue()
 
 
 def _claiming(webm: bytes, seconds: float) -> bytes:

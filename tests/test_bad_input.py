@@ -52,7 +52,13 @@ from asrserve.corpus import Clip
 from asrserve.wer import wer_one
 from tests.support.api import wait_job
 from tests.support.errors import assert_error
-from tests.support.payloads import Speech, encode_bytes, flac_total_samples, wav_bytes
+from tests.support.payloads import (
+    Speech,
+    encode_bytes,
+    flac_total_samples,
+    mux_audio,
+    wav_bytes,
+)
 from tests.support.servers import Limited, Server
 
 pytestmark = pytest.mark.slow
@@ -99,24 +105,8 @@ def streamed_webm(samples: np.ndarray) -> bytes:
         stream = out.add_stream("libopus", rate=48_000)
         stream.layout = "mono"
         stream.format = "s16"
-        _mux_audio(out, stream, samples)
+        mux_audio(out, stream, samples)
     return bytes(sink.data)
-
-
-def _mux_audio(out: Any, stream: Any, samples: np.ndarray) -> None:
-    resampler = av.AudioResampler(
-        format=stream.format.name,
-        layout="mono",
-        rate=stream.rate,
-        frame_size=stream.codec_context.frame_size or None,
-    )
-    frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
-    frame.sample_rate = 16_000
-    frame.pts = 0
-    for piece in (frame, None):
-        for resampled in resampler.resample(piece):
-            out.mux(stream.encode(resampled))
-    out.mux(stream.encode(None))
 
 
 def mp4_video(samples: np.ndarray | None, seconds: float = 2.0) -> bytes:
@@ -140,7 +130,7 @@ def mp4_video(samples: np.ndarray | None, seconds: float = 2.0) -> bytes:
         for packet in video.encode(None):
             out.mux(packet)
         if audio is not None and samples is not None:
-            _mux_audio(out, audio, samples)
+            mux_audio(out, audio, samples)
     return buffer.getvalue()
 
 

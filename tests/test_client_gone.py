@@ -5,17 +5,16 @@ on the synchronous route and on ``stream=true``."""
 
 from __future__ import annotations
 
-import io
 import socket
 from pathlib import Path
 from typing import Any
 
-import av
 import httpx
 import numpy as np
 import pytest
 
 from asrserve.audio.decode import decode
+from tests.support.payloads import opus
 from tests.support.raw_http import BOUNDARY
 from tests.support.servers import JFK, Server
 from tests.support.wait import wait_until
@@ -27,24 +26,7 @@ REPEATS = 55  # jfk (11 s) 55 times: 10 min, far longer than the test takes to c
 @pytest.fixture(scope="module")
 def long_speech() -> bytes:
     """Ten minutes of real speech as Opus in Ogg (a few MB, under the sync upload limit)."""
-    samples = np.tile(decode(JFK, 60.0), REPEATS)
-    sink = io.BytesIO()
-    with av.open(sink, "w", format="ogg") as out:
-        stream = out.add_stream("libopus", rate=48_000)
-        stream.layout = "mono"
-        resampler = av.AudioResampler(
-            format=stream.format.name,
-            layout="mono",
-            rate=48_000,
-            frame_size=stream.codec_context.frame_size,
-        )
-        frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
-        frame.sample_rate = 16_000
-        frame.pts = 0
-        for resampled in [*resampler.resample(frame), *resampler.resample(None)]:
-            out.mux(stream.encode(resampled))
-        out.mux(stream.encode(None))
-    return sink.getvalue()
+    return opus(np.tile(decode(JFK, 60.0), REPEATS), "ogg")
 
 
 def _send(port: int, audio: bytes, filename: str, fields: dict[str, str]) -> socket.socket:

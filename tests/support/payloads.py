@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import struct
 from functools import cached_property
+from typing import Any
 
 import av
 import numpy as np
@@ -101,6 +102,34 @@ def flac_total_samples(flac: bytes, total: int) -> bytes:
     packed = (packed & ~((1 << 36) - 1)) | total
     data[18:26] = packed.to_bytes(8, "big")
     return bytes(data)
+
+
+def mux_audio(out: Any, stream: Any, samples: np.ndarray) -> None:
+    """16 kHz mono float ``samples`` encoded into ``stream`` of the open container ``out``."""
+    resampler = av.AudioResampler(
+        format=stream.format.name,
+        layout="mono",
+        rate=stream.rate,
+        frame_size=stream.codec_context.frame_size or None,
+    )
+    frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
+    frame.sample_rate = 16_000
+    frame.pts = 0
+    for piece in (frame, None):
+        for resampled in resampler.resample(piece):
+            out.mux(stream.encode(resampled))
+    out.mux(stream.encode(None))
+
+
+def opus(samples: np.ndarray, container: str) -> bytes:
+    """``samples`` as Opus in ``container`` (``webm``, ``ogg``), written seekable, so that
+    the header states the duration."""
+    sink = io.BytesIO()
+    with av.open(sink, "w", format=container) as out:
+        stream = out.add_stream("libopus", rate=48_000)
+        stream.layout = "mono"
+        mux_audio(out, stream, samples)
+    return sink.getvalue()
 
 
 def by_name(corpus: list[Clip]) -> dict[str, Clip]:
