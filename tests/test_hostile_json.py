@@ -187,6 +187,37 @@ def test_admission_and_validation_count_lines_alike(srv: Server, tmp_path: Path)
     assert failed_batch_errors(srv, batch_id) == [("invalid_json", 1)]
 
 
+def test_a_batch_file_is_counted_once_at_upload(srv: Server) -> None:
+    """Its requests are counted when it is uploaded (8 MiB of blank lines and one request:
+    blank runs read in blocks) and kept on its record, never shown: creating a batch on it
+    reads none of its bytes (here they are gone from the disk, and it is still admitted)."""
+    client = client_for(srv)
+    data = b"\n" * (8 * MIB) + line("only", "file-a").encode()
+    file_id = batch_file(client, data)
+    shown = httpx.get(f"{srv.url}/v1/files/{file_id}").json()
+    assert sorted(shown) == sorted(
+        [
+            "id",
+            "object",
+            "bytes",
+            "created_at",
+            "filename",
+            "purpose",
+            "status",
+            "expires_at",
+            "status_details",
+        ]
+    )
+    (srv.data_dir / "files" / file_id).unlink()
+    response = httpx.post(
+        f"{srv.url}/v1/batches",
+        json={"input_file_id": file_id, "endpoint": ENDPOINT, "completion_window": "24h"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "validating"
+    healthy(srv)
+
+
 def test_a_long_prompt_is_refused_on_the_form_endpoint(srv: Server) -> None:
     prompt = "p" * 5000
     assert len(prompt) > MAX_PROMPT_CHARS

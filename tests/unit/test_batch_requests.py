@@ -7,7 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from asrserve.batch_api import requests as requests_module
 from asrserve.batch_api.models import ENDPOINT as TRANSCRIPTIONS
 from asrserve.batch_api.models import TRANSLATIONS, BatchItem
 from asrserve.batch_api.output import split_lines
@@ -110,8 +113,8 @@ def test_lines_split_on_newline_only_and_count_as_parsed() -> None:
     assert [(r.line, r.custom_id) for r in requests] == [(1, "cr"), (3, "rs"), (5, "last")]
     assert requests[1].request.options.prompt == "a\u2028b"
     assert "\u2028".encode() in valid and b"\r" in valid
-    assert count_requests(io.BytesIO(valid), LINE_LIMIT) == len(requests) == 3
-    assert count_requests(io.BytesIO(data), LINE_LIMIT) == 4
+    assert count_requests(io.BytesIO(valid), LINE_LIMIT, 10) == len(requests) == 3
+    assert count_requests(io.BytesIO(data), LINE_LIMIT, 10) == 4
 
 
 def test_an_overlong_line_fails_alone_and_is_never_held() -> None:
@@ -127,12 +130,12 @@ def test_an_overlong_line_fails_alone_and_is_never_held() -> None:
     class Reads(io.BytesIO):
         longest = 0
 
-        def readline(self, size: int | None = -1) -> bytes:
-            piece = super().readline(size)
+        def read(self, size: int | None = -1) -> bytes:
+            piece = super().read(size)
             Reads.longest = max(Reads.longest, len(piece))
             return piece
 
-    assert count_requests(Reads(b"y" * 1_000_000 + b"\n" + line("z").encode()), 1024) == 2
+    assert count_requests(Reads(b"y" * 1_000_000 + b"\n" + line("z").encode()), 1024, 10) == 2
     assert Reads.longest <= 64 * 1024
 
 
@@ -247,3 +250,52 @@ def test_split_lines_one_per_request_in_input_order() -> None:
     assert err[2]["response"] is None and err[2]["error"]["code"] == "batch_expired"
     ids = [r["id"] for r in out + err]
     assert len(set(ids)) == 5 and all(i.startswith("batch_req_x1_") for i in ids)
+
+
+def _lines_by_readline(data: bytes, limit: int) -> list[tuple[int, bytes | None]]:
+    """What the lines are, the slow plain way: one bounded ``readline`` a line."""
+    found, source = [], io.BytesIO(data)
+    for number, raw in enumerate(iter(lambda: source.readline(), b""), start=1):
+        content = raw[:-1] if raw.endswith(b"\n") else raw
+        if content.strip():
+            found.append((number, None if len(content) > limit else content.lstrip()))
+    return found
+
+
+@given(
+    pieces=st.lists(
+        st.sampled_from([b"\n", b" ", b"\t", b"\r", b"x", b"{}", b"yy" * 4]), max_size=60
+    ),
+    block=st.integers(min_value=1, max_value=9),
+    limit=st.integers(min_value=1, max_value=12),
+)
+def test_block_reads_find_the_lines_readline_finds(
+    pieces: list[bytes], block: int, limit: int
+) -> None:
+    """Lines cut across blocks, blank runs and overlong lines at any block size: the same
+    numbers and bytes (from the first non-blank one) as one readline a line."""
+    data = b"".join(pieces)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(requests_module, "BLOCK_BYTES", block)
+        got = [(raw.number, raw.data) for raw in jsonl_lines(io.BytesIO(data), limit)]
+    assert got == _lines_by_readline(data, limit)
+
+
+def test_blank_runs_are_read_in_blocks_and_counting_stops_past_the_limit() -> None:
+    """16 MiB of newlines is 257 reads, not 16 M (the 100 MiB upload of the hostile review
+    took 12.7 s a count); a file past the request limit is counted only to limit + 1."""
+
+    class Reads(io.BytesIO):
+        calls = 0
+
+        def read(self, size: int | None = -1) -> bytes:
+            Reads.calls += 1
+            return super().read(size)
+
+    blank = b"\n" * (16 * 2**20) + line("z").encode()
+    assert count_requests(Reads(blank), LINE_LIMIT, 10) == 1
+    assert Reads.calls == 16 * 2**20 // (64 * 1024) + 2
+    Reads.calls = 0
+    many = (line("a") + "\n").encode() * 100_000
+    assert count_requests(Reads(many), LINE_LIMIT, 10) == 11
+    assert Reads.calls == 1

@@ -3,7 +3,6 @@ requests (one endpoint a batch)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Annotated, Any
 
@@ -13,6 +12,7 @@ from pydantic import BaseModel
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError
+from asrserve.api.file_routes import count_batch_requests
 from asrserve.api.file_routes import found as found_file
 from asrserve.api.schemas import page_body
 from asrserve.api.uploads import upload_key
@@ -24,9 +24,8 @@ from asrserve.batch_api.models import (
     BatchStatus,
     new_batch_id,
 )
-from asrserve.batch_api.requests import count_requests
 from asrserve.errors import shown
-from asrserve.files.models import FilePurpose
+from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.jobs.models import Priority
 from asrserve.requests import lone_surrogate, parse_callback
 from asrserve.service import check_callback
@@ -67,7 +66,7 @@ async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[s
     if record.purpose is not FilePurpose.BATCH:
         message = f"file '{record.id}' has purpose '{record.purpose.value}', not 'batch'"
         raise ApiError(400, message, param="input_file_id", code="invalid_file_purpose")
-    requests = await asyncio.to_thread(_count_requests, record.id, ctx.service.settings)
+    requests = await _requests(ctx, record)
     await ctx.service.admission.admit(Priority.OFFLINE, 0.0, count=requests, owner=principal.owner)
     now = int(time.time())
     batch = Batch(
@@ -149,20 +148,21 @@ async def _found(ctx: ApiContext, batch_id: str, principal: Principal) -> Batch:
     return batch
 
 
-def _count_requests(file_id: str, settings: Settings) -> int:
-    """Requests in a JSONL file, counted as validation will find them (the same line
-    iterator), for admission; 400 ``too_many_requests`` over ``batch_api_max_requests``."""
-    try:
-        with (settings.files_dir / file_id).open("rb") as handle:
-            count = count_requests(handle, settings.batch_api_max_line_bytes)
-    except FileNotFoundError:
-        message = f"the content of '{file_id}' is gone"
-        raise ApiError(404, message, param="input_file_id", code="file_not_found") from None
-    if count > settings.batch_api_max_requests:
-        message = (
-            f"the input file has {count} requests; a batch holds at most"
-            f" {settings.batch_api_max_requests}"
-        )
+async def _requests(ctx: ApiContext, record: StoredFile) -> int:
+    """The input file's requests, as counted at upload (a file stored before uploads were
+    counted is counted now, on the scan threads), for admission; 400 ``too_many_requests``
+    over ``batch_api_max_requests``."""
+    settings = ctx.service.settings
+    count = record.requests
+    if count is None:
+        try:
+            count = await ctx.scan(count_batch_requests, settings.files_dir / record.id, settings)
+        except FileNotFoundError:
+            message = f"the content of '{record.id}' is gone"
+            raise ApiError(404, message, param="input_file_id", code="file_not_found") from None
+    limit = settings.batch_api_max_requests
+    if count > limit:
+        message = f"the input file has more than {limit} requests, the most a batch holds"
         raise ApiError(400, message, param="input_file_id", code="too_many_requests")
     return count
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -13,8 +14,10 @@ from asrserve.api.errors import ApiError
 from asrserve.api.schemas import page_body
 from asrserve.api.uploads import receive_upload
 from asrserve.auth.principal import Principal
+from asrserve.batch_api.requests import count_requests
 from asrserve.errors import shown
 from asrserve.files.models import UPLOADABLE, FilePurpose, StoredFile, new_file_id
+from asrserve.settings import Settings
 
 router = APIRouter(prefix="/v1/files")
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -42,15 +45,19 @@ async def upload_file(request: Request, ctx: Ctx, principal: Caller) -> dict[str
     except ApiError:
         upload.remove()
         raise
+    requests = None
+    if purpose is FilePurpose.BATCH:
+        requests = await ctx.scan(count_batch_requests, upload.path, settings)
     record = StoredFile(
         id=file_id,
         bytes=upload.size,
         filename=upload.filename or file_id,
         purpose=purpose,
         owner=principal.owner,
+        requests=requests,
     )
     await ctx.files.put(record)
-    return record.model_dump(mode="json")
+    return record.view()
 
 
 @router.get("")
@@ -64,12 +71,12 @@ async def list_files(
     files = await ctx.files.page(
         purpose=purpose, limit=limit + 1, after=after, owner=principal.scope
     )
-    return page_body([f.model_dump(mode="json") for f in files], limit)
+    return page_body([f.view() for f in files], limit)
 
 
 @router.get("/{file_id}")
 async def get_file(file_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
-    return (await found(ctx, file_id, principal)).model_dump(mode="json")
+    return (await found(ctx, file_id, principal)).view()
 
 
 @router.get("/{file_id}/content")
@@ -99,6 +106,14 @@ async def found(ctx: ApiContext, file_id: str, principal: Principal) -> StoredFi
         message = f"no file '{shown(file_id)}'"
         raise ApiError(404, message, param="file_id", code="file_not_found")
     return record
+
+
+def count_batch_requests(path: Path, settings: Settings) -> int:
+    """A batch file's requests as validation will find them, counted up to the limit + 1
+    (blocking: on the context's scan threads)."""
+    with path.open("rb") as handle:
+        limit = settings.batch_api_max_requests
+        return count_requests(handle, settings.batch_api_max_line_bytes, limit)
 
 
 def _purpose(value: str | None) -> FilePurpose:

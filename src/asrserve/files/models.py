@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +32,12 @@ class StoredFile(BaseModel):
     expires_at: int | None = None
     status_details: str | None = None
     owner: str | None = Field(None, exclude=True)  # the API key that stored it
+    # a batch file's requests, counted once at upload (up to the limit + 1); not shown
+    requests: int | None = None
+
+    def view(self) -> dict[str, Any]:
+        """The file object as OpenAI shows it."""
+        return self.model_dump(mode="json", exclude={"requests"})
 
 
 def new_file_id() -> str:
