@@ -2,7 +2,9 @@
 
 - a tiny file that decodes into hours (1 Hz WAV) costs bounded memory while it runs;
 - a header that overstates the audio leaves nothing in the admission backlog;
-- a file that states no duration is charged what it decodes to against the daily quota.
+- a file that states no duration is charged what it decodes to against the daily quota;
+- a file whose tags FFmpeg would hold in memory past the probe's budget is refused at
+  intake, and one within it is transcribed (#25 item 2).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 from asrserve.bench.soak import RssSampler, rss_bytes
 from asrserve.corpus import Clip, write_wav
 from tests.support.keys import auth, new_key
-from tests.support.payloads import Speech, flac_total_samples
+from tests.support.payloads import Speech, flac_total_samples, with_pictures
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.slow
@@ -115,3 +117,35 @@ def test_audio_without_a_stated_duration_is_charged_what_it_decodes_to(
     fits = upload(server, SYNC, speech.flac, keys.quota)
     assert fits.status_code == 200, fits.text
     assert "road" in fits.json()["text"].lower()
+
+
+def test_tags_that_need_more_than_the_probe_budget_are_refused(
+    hostile: tuple[Server, Keys], speech: Speech
+) -> None:
+    """Three 50 MB cover pictures (150 MB that FFmpeg holds once it opens the file, each
+    under its 64 MiB allocation cap) are more than a probe may use (192 MiB less that cap):
+    413 ``audio_metadata_too_large``, before the server's decoder opens it. The same speech
+    behind one 120 MB picture (over the cap: FFmpeg skips it) is transcribed, the server's
+    memory never holding the picture (it held it twice: probe, then decoder)."""
+    server, keys = hostile
+    assert server.proc is not None
+    heavy = with_pictures(speech.mp3, 3, 50 * 1000 * 1000)
+    response = httpx.post(
+        f"{server.url}/v1/jobs", files={"file": ("a.mp3", heavy)}, headers=keys.admin, timeout=120
+    )
+    assert response.status_code == 413, response.text
+    assert response.json()["error"]["code"] == "audio_metadata_too_large"
+    light = with_pictures(speech.mp3, 1, 120 * 1000 * 1000)
+    idle = rss_bytes(server.proc.pid)
+    with RssSampler(server.proc.pid, 0.05, time.monotonic()) as sampler:
+        response = httpx.post(
+            f"{server.url}/v1/jobs",
+            files={"file": ("a.mp3", light)},
+            headers=keys.admin,
+            timeout=120,
+        )
+        assert response.status_code == 202, response.text
+        job = finished(server, response.json()["id"], keys.admin)
+    assert job["status"] == "succeeded", job
+    assert "road" in str(job["result"]["text"]).lower()  # type: ignore[index]
+    assert sampler.peak - idle < 100 * MIB, f"{(sampler.peak - idle) / MIB:.0f} MiB above idle"

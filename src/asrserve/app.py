@@ -107,6 +107,8 @@ def create_app(
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            context.scans.shutdown(wait=False, cancel_futures=True)
+            await service.probes.close()
             await backend.aclose()
 
     app = FastAPI(

@@ -23,7 +23,7 @@ from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
 from asrserve.jobs.store import JobStore
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
-from asrserve.settings import Settings
+from asrserve.settings import MIB, Settings
 from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import wait_event
 
@@ -58,6 +58,7 @@ class Service:
         self.admission: Admission = backend.admission
         self.blobs = backend.blobs
         self.recorder = recorder
+        self.probes = Probes(settings.probe_processes, settings.probe_memory_mb * MIB)
 
     def new_upload_path(self) -> tuple[str, Path]:
         job_id = new_job_id()
@@ -133,7 +134,7 @@ class Service:
         self, path: Path, priority: Priority, callback_url: str | None, principal: Principal
     ) -> float | None:
         """The probed duration, once the request fits the limits and the caller's quota."""
-        duration = await asyncio.to_thread(probe, path, self.settings.max_audio_seconds)
+        duration = await self.probes.probe(path, self.settings.max_audio_seconds)
         if callback_url:
             check_callback(callback_url, self.settings)
         await self.admission.admit(priority, duration or 0.0, owner=principal.owner)

@@ -245,10 +245,28 @@ class Settings(BaseSettings):
     max_sync_upload_bytes: int = Field(25 * MIB, ge=1)
     max_job_upload_bytes: int = Field(1024 * MIB, ge=1)
     max_audio_seconds: float = Field(4 * 3600.0, gt=0)
+    probe_processes: int = Field(
+        2, ge=1, description="Processes that open uploads first (audio/probes.py)."
+    )
+    probe_memory_mb: int = Field(
+        192,
+        ge=80,
+        description="Memory a probe may use opening one upload (its container's tables and"
+        " tags); a file that needs more than this less 64 is refused (audio/probes.py).",
+    )
     sync_timeout_s: float = Field(900.0, gt=0)
     max_wait_param_s: float = Field(60.0, gt=0, description="Cap for ?wait= long polls.")
     live_max_sessions: int = Field(
         64, ge=0, description="Live (WebSocket) sessions a node holds at once."
+    )
+    live_max_sessions_per_key: int = Field(
+        0,
+        ge=0,
+        description="Live sessions one API key (auth off: one client address) may hold open on"
+        " a node; 0: a quarter of live_max_sessions, at least 1.",
+    )
+    live_idle_timeout_s: float = Field(
+        60.0, gt=0, description="A live session whose client sends nothing this long is closed."
     )
     live_interim_s: float = Field(
         1.0, gt=0, description="New audio between two interim decodes of an open live turn."

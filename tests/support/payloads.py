@@ -135,3 +135,18 @@ def opus(samples: np.ndarray, container: str) -> bytes:
 def by_name(corpus: list[Clip]) -> dict[str, Clip]:
     """The corpus's clips by file name."""
     return {clip.path.name: clip for clip in corpus}
+
+
+def with_pictures(mp3: bytes, pictures: int, picture_bytes: int) -> bytes:
+    """``mp3`` behind an ID3v2.3 tag of ``pictures`` APIC frames, each ``picture_bytes`` of
+    "JPEG" (a JPEG marker, then zeros): metadata FFmpeg holds in memory once it opens it."""
+
+    def frame(number: int) -> bytes:
+        body = b"\x00image/jpeg\x00\x03" + f"cover {number}".encode() + b"\x00"
+        body += b"\xff\xd8\xff" + bytes(picture_bytes)
+        return b"APIC" + struct.pack(">I", len(body)) + b"\x00\x00" + body
+
+    frames = b"".join(frame(number) for number in range(pictures))
+    size = len(frames)  # ID3v2's "synchsafe" size: 7 bits a byte
+    synchsafe = bytes((size >> shift) & 0x7F for shift in (21, 14, 7, 0))
+    return b"ID3\x03\x00\x00" + synchsafe + frames + mp3

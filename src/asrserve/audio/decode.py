@@ -11,8 +11,10 @@ from typing import Any
 import av
 import numpy as np
 
+from asrserve.audio.allocations import cap_ffmpeg_allocations
 from asrserve.audio.errors import (
     AudioError,
+    AudioMetadataTooLarge,
     UnsupportedAudio,
     describe,
     empty_audio,
@@ -58,7 +60,7 @@ def probe(path: Path, max_seconds: float) -> float | None:
     claim, so reading its packets (without decoding them) is cheap.
     """
     try:
-        with av.open(str(path), mode="r", metadata_errors="ignore") as container:
+        with _open(path) as container:
             stream = _audio_stream(container)
             if stream.codec_context.sample_rate:  # 0: not stated; decode checks each frame
                 _check_rate(stream.codec_context.sample_rate)
@@ -73,9 +75,17 @@ def probe(path: Path, max_seconds: float) -> float | None:
                 duration = min(duration, covered)
     except AudioError:
         raise
+    except MemoryError as exc:  # FFmpeg's ENOMEM (PyAV's MemoryError is both) or Python's
+        message = "opening the file needs more memory than an upload may use (its index"
+        raise AudioMetadataTooLarge(message + " tables or tags are out of proportion)") from exc
     except DECODE_ERRORS as exc:
         raise undecodable(describe(exc)) from exc
     return duration
+
+
+def _open(path: Path) -> Any:
+    cap_ffmpeg_allocations()  # before FFmpeg reads the container's tables and tags
+    return av.open(str(path), mode="r", metadata_errors="ignore")
 
 
 def _audio_stream(container: Any) -> Any:
@@ -153,7 +163,7 @@ def stream(path: Path, max_seconds: float, *, channel: int | None = None) -> Ite
     """
     layout = "mono" if channel is None else "stereo"
     try:
-        with av.open(str(path), mode="r", metadata_errors="ignore") as container:
+        with _open(path) as container:
             stream = _audio_stream(container)
             for block in _read(container, stream, layout, max_seconds):
                 yield block if channel is None else block[channel::2]

@@ -24,6 +24,14 @@ class AudioTooLong(AudioError):
     default_code = "audio_too_long"
 
 
+class AudioMetadataTooLarge(AudioError):
+    """Opening the file needs more memory than a probe may use (its index tables or tags
+    are out of proportion: :mod:`asrserve.audio.probes`)."""
+
+    kind = ErrorKind.TOO_LARGE
+    default_code = "audio_metadata_too_large"
+
+
 class EmptyAudio(AudioError):
     kind = ErrorKind.INVALID_REQUEST
     default_code = "empty_audio"
