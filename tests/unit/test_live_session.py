@@ -13,6 +13,7 @@ import pytest
 
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
+from asrserve.errors import QuotaExceeded
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.live.decoder import LiveDecoder
 from asrserve.live.errors import LiveError
@@ -41,13 +42,16 @@ class Wall:
 def run(
     body: Callable[[LiveSession, FakeEngine, Scheduler, Wall], Awaitable[None]],
     limits: LiveLimits = PATIENT,
+    charge: Callable[[float], Awaitable[None]] | None = None,
 ) -> tuple[FakeEngine, list[dict[str, Any]]]:
     engine = FakeEngine()
     charged: list[float] = []
     events: list[dict[str, Any]] = []
 
-    async def charge(seconds: float) -> None:
+    async def count(seconds: float) -> None:
         charged.append(seconds)
+
+    charge = charge or count
 
     async def main() -> None:
         scheduler = Scheduler([Device.of("0", engine)], SchedulerConfig("greedy"))
@@ -55,6 +59,7 @@ def run(
         wall = Wall()
         decoder = LiveDecoder(scheduler, Settings())
         session = LiveSession("sess_1", decoder, MANUAL, limits, charge, clock=wall)
+        await session.open()  # as LiveSessions opens it
         try:
             await asyncio.wait_for(body(session, engine, scheduler, wall), 10)
             await session.drain()
@@ -88,7 +93,7 @@ def test_a_committed_turn_completes_with_its_text() -> None:
     ], types
     completed = events[-2]
     assert completed["transcript"] == "2.5" and completed["item_id"] == events[-3]["item_id"]
-    assert events[-1]["seconds"] == [2.5]  # the owner's quota is charged each turn's audio
+    assert events[-1]["seconds"] == [2.0, 2.0]  # 2 s at open, 2 s more once 2.5 s arrived
 
 
 def test_a_turn_is_decoded_on_the_text_of_the_turn_before_it() -> None:
@@ -131,7 +136,7 @@ def test_a_newer_interim_replaces_one_no_device_has_started() -> None:
 def test_audio_faster_than_real_time_ends_the_session() -> None:
     async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
         wall.now = 1.0
-        await session.append(pcm(8.0))  # 7 s ahead: within the 10 s allowed
+        await session.append(pcm(8.0))  # 8 s ahead (the silent second before banks nothing)
         session.configure(MANUAL)  # a new input format does not start the count again
         with pytest.raises(LiveError) as caught:
             await session.append(pcm(4.0))  # 11 s ahead
@@ -189,3 +194,42 @@ def test_closing_drops_the_decodes_not_started() -> None:
 
     engine, _ = run(body)
     assert pending == [0] and engine.batches == [[5.0]]
+
+
+def test_audio_is_charged_as_it_arrives_committed_or_not() -> None:
+    """Audio cleared, never committed, is charged all the same, 2 s ahead: interim text
+    is not free. A charge that raises (a used-up quota) fails the append."""
+    quota = 4.0
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        wall.now = 5.0
+        await session.append(pcm(1.5))
+        session.clear()
+        await session.append(pcm(1.5))  # 3 s: the second 2 s are charged
+        session.clear()
+        with pytest.raises(QuotaExceeded):
+            await session.append(pcm(1.5))  # 4.5 s: past the 4 s left
+
+    charged: list[float] = []
+
+    async def charge(seconds: float) -> None:
+        if sum(charged) + seconds > quota:
+            raise QuotaExceeded("used up", retry_after=60)
+        charged.append(seconds)
+
+    run(body, charge=charge)
+    assert charged == [2.0, 2.0]
+
+
+def test_time_spent_silent_banks_no_burst_credit() -> None:
+    """After 100 s without audio a client may still send only 10 s ahead of real time
+    (it could send 110 s at once)."""
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        wall.now = 100.0
+        await session.append(pcm(9.0))
+        with pytest.raises(LiveError) as caught:
+            await session.append(pcm(2.0))  # 11 s ahead
+        assert caught.value.code == "input_too_fast"
+
+    run(body, LiveLimits(interim_s=100.0))

@@ -62,7 +62,7 @@ async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
         async def charge(seconds: float) -> None:
             await quota.charge(ctx.service.keys, principal, seconds)
 
-        async with ctx.live.session(config, charge) as session:
+        async with ctx.live.session(config, charge, _holder(websocket, principal)) as session:
             await _send(websocket, ids, _created(session))
             await _serve(ctx, websocket, session, ids)
     except _Ended:
@@ -94,10 +94,11 @@ async def _serve(
     """Read client events and act on them while another task sends the session's events;
     a fatal error is sent after every event before it, then the socket is closed."""
     sender = asyncio.create_task(_pump(websocket, session, ids))
+    idle_s = ctx.service.settings.live_idle_timeout_s
     try:
         while True:
             try:
-                await _handle(ctx, session, await websocket.receive())
+                await _handle(ctx, session, await _receive(websocket, idle_s))
             except LiveError as exc:
                 session.events.put_nowait(error_event(exc))
                 if exc.fatal:
@@ -114,6 +115,23 @@ async def _serve(
         sender.cancel()
         with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
             await sender
+
+
+def _holder(websocket: WebSocket, principal: Principal) -> str:
+    """Whose share of the live sessions this one counts against: its API key, or with auth
+    off its client's address."""
+    if principal.key_id is not None:
+        return f"key:{principal.key_id}"
+    return f"addr:{websocket.client.host}" if websocket.client is not None else ""
+
+
+async def _receive(websocket: WebSocket, idle_s: float) -> Any:
+    """The next client message; a client silent for ``idle_s`` ends its session."""
+    try:
+        return await asyncio.wait_for(websocket.receive(), idle_s)
+    except TimeoutError:
+        message = f"no client event for {idle_s:g} s: the session is closed"
+        raise LiveError(message, code="session_idle_timeout", fatal=True) from None
 
 
 async def _handle(ctx: ApiContext, session: LiveSession, message: Any) -> None:

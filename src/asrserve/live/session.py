@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -38,6 +39,10 @@ from asrserve.live.turns import Edge, TurnDetection, TurnDetector
 Event = dict[str, Any]
 CONTEXT_CHARS = 400  # of the text said before, the most a turn's decode is conditioned on
 INTERIM_BEAM = 1  # interim text is a preview: greedy decoding, a fraction of beam 5's work
+# Audio is charged against the daily quota ahead of its arrival, this much at a time: at
+# open (a key with less left is refused), then whenever what was received passes what was
+# charged. Interim text is served on audio already paid for, committed or not.
+CHARGE_STEP_S = 2.0
 log = logging.getLogger(__name__)
 
 
@@ -87,9 +92,15 @@ class LiveSession:
         self._previous_item: str | None = None
         self._said = ""  # the latest completed turns' text, which the next decodes follow
         self._received = 0.0  # seconds of audio the client sent (whatever its rate)
+        self._charged = 0.0  # seconds of audio charged to the quota: received, and ahead
         self.configure(config)
 
     # --- what the client does ---------------------------------------------------------
+    async def open(self) -> None:
+        """Charge the first seconds: raises (a used-up quota) before the session is served."""
+        await self._charge(CHARGE_STEP_S)
+        self._charged = CHARGE_STEP_S
+
     def configure(self, config: SessionConfig) -> None:
         self.config = config
         self._input = PcmInput(config.input_rate)
@@ -103,7 +114,10 @@ class LiveSession:
                 code="input_audio_too_long",
                 fatal=True,
             )
-        ahead = self._received + seconds - (self._clock() - self._started)
+        now = self._clock()
+        # time the client spent sending nothing banks no credit: it is at real time at most
+        self._started = max(self._started, now - self._received)
+        ahead = self._received + seconds - (now - self._started)
         if ahead > self._limits.burst_s:
             raise LiveError(
                 f"audio arrives {ahead:.1f} s ahead of real time (at most "
@@ -111,6 +125,10 @@ class LiveSession:
                 code="input_too_fast",
                 fatal=True,
             )
+        if self._received + seconds > self._charged:
+            steps = math.ceil((self._received + seconds - self._charged) / CHARGE_STEP_S)
+            await self._charge(steps * CHARGE_STEP_S)  # raises: a used-up quota ends the session
+            self._charged += steps * CHARGE_STEP_S
         self._received += seconds
         samples, edges = await asyncio.to_thread(self._convert, data)
         start = self._pcm.end
@@ -224,7 +242,6 @@ class LiveSession:
             }
         )
         self._previous_item = turn.item
-        await self._charge(audio.shape[0] / SAMPLING_RATE)
         previous, self._last_final = self._last_final, None
         task = self._spawn(self._decode_final(turn, audio, previous))
         self._last_final = task

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -20,10 +21,12 @@ Charge = Callable[[float], Awaitable[None]]
 class Live(ABC):
     @abstractmethod
     def session(
-        self, config: SessionConfig, charge: Charge
+        self, config: SessionConfig, charge: Charge, holder: str
     ) -> AbstractAsyncContextManager[LiveSession]:
-        """A new session, closed (its decodes dropped) when the context exits; raises
-        :class:`LiveUnavailable` if none can be opened here now."""
+        """A new session for ``holder`` (an API key, or a client address), closed (its
+        decodes dropped) when the context exits; raises :class:`LiveUnavailable` if none can
+        be opened here now or ``holder`` holds its share, and what ``charge`` raises for
+        the session's first seconds (a used-up quota)."""
 
     @property
     @abstractmethod
@@ -41,25 +44,37 @@ class LiveSessions(Live):
             burst_s=settings.live_burst_s,
         )
         self._open = 0
+        self._held: Counter[str] = Counter()
+        self._share = settings.live_max_sessions_per_key or max(1, settings.live_max_sessions // 4)
 
     @property
     def open_sessions(self) -> int:
         return self._open
 
     @asynccontextmanager
-    async def session(self, config: SessionConfig, charge: Charge) -> AsyncIterator[LiveSession]:
+    async def session(
+        self, config: SessionConfig, charge: Charge, holder: str
+    ) -> AsyncIterator[LiveSession]:
         if self._open >= self._settings.live_max_sessions:
             message = f"this node holds its most live sessions ({self._settings.live_max_sessions})"
+            raise LiveUnavailable(message, code="too_many_sessions")
+        if self._held[holder] >= self._share:
+            message = f"you hold your share of this node's live sessions ({self._share})"
             raise LiveUnavailable(message, code="too_many_sessions")
         self.decoder.engine(config.options.model)  # served here, or InvalidRequest
         session = LiveSession(
             f"sess_{secrets.token_hex(10)}", self.decoder, config, self._limits, charge
         )
         self._open += 1
+        self._held[holder] += 1
         try:
+            await session.open()
             yield session
         finally:
             self._open -= 1
+            self._held[holder] -= 1
+            if not self._held[holder]:
+                del self._held[holder]
             await session.close()
 
 
@@ -69,7 +84,9 @@ class NoLive(Live):
         return 0
 
     @asynccontextmanager
-    async def session(self, config: SessionConfig, charge: Charge) -> AsyncIterator[LiveSession]:
+    async def session(
+        self, config: SessionConfig, charge: Charge, holder: str
+    ) -> AsyncIterator[LiveSession]:
         raise LiveUnavailable(
             "live transcription runs on a node that runs a model; this API node runs none",
             code="live_unavailable",
