@@ -6,13 +6,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from asrserve.admission import Admission
-from asrserve.audio.decode import probe
 from asrserve.audio.errors import AudioError
+from asrserve.audio.probes import Probes
 from asrserve.auth import quota
 from asrserve.auth.keys import KeyStore
 from asrserve.auth.principal import OPEN, Principal
@@ -190,6 +190,14 @@ class Service:
             self.events.cancelled(job_id)
             return job
         return await self.store.get(job_id)
+
+    async def cancel_many(self, job_ids: Sequence[str]) -> int:
+        """Cancel those of the jobs that have not finished (one store call); how many."""
+        cancelled = await self.store.cancel_many(job_ids)
+        for job in cancelled:
+            await self.admission.finished(job)
+            self.events.cancelled(job.id)
+        return len(cancelled)
 
 
 def check_callback(url: str, settings: Settings, param: str = "callback_url") -> None:

@@ -8,7 +8,9 @@ recorded. Sources (jobs, batches) say what is owed; the sender only delivers.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,6 +38,7 @@ class Owed:
     body: dict[str, Any]
     attempts: int
     record: Callable[[WebhookStatus, str | None], Awaitable[object]]
+    tenant: str | None = None  # the API key whose job or batch it is: its fair share
 
 
 class WebhookSource(Protocol):
@@ -57,9 +60,8 @@ class JobWebhooks:
             return await self._store.record_webhook(job.id, status, error)
 
         event = f"job.{job.status.value}"
-        return Owed(
-            job.id, job.callback_url, event, self._render(job), job.webhook_attempts, record
-        )
+        body = self._render(job)
+        return Owed(job.id, job.callback_url, event, body, job.webhook_attempts, record, job.owner)
 
 
 class BatchWebhooks:
@@ -85,15 +87,21 @@ class BatchWebhooks:
             return await self._store.update(batch.id, mutate)
 
         event = f"batch.{batch.status.value}"
+        attempts = batch.webhook_attempts
         return Owed(
-            batch.id, batch.callback_url, event, batch.view(), batch.webhook_attempts, record
+            batch.id, batch.callback_url, event, batch.view(), attempts, record, batch.owner
         )
 
 
 class WebhookSender:
     """Delivers what the sources say is owed: each delivery is a task of its own (at most
-    ``webhook_concurrency`` at once, one per owner), bounded by ``webhook_timeout_s`` in
-    all, and whatever goes wrong with it is recorded on its owner, never raised."""
+    ``webhook_concurrency`` at once, one per job or batch), bounded by ``webhook_timeout_s``
+    in all, and whatever goes wrong with it is recorded on its job or batch, never raised.
+
+    Tenants (API keys) are served fairly: deliveries start round-robin across tenants, the
+    fewest running first, and one tenant runs at most a quarter of the slots (at least
+    one), so receivers that answer slowly delay their own tenant's webhooks, not others'.
+    A delivery whose receiver timed out gets a quarter of the deadline on its retries."""
 
     def __init__(
         self,
@@ -108,8 +116,10 @@ class WebhookSender:
         )
         self._kick = asyncio.Event()
         self._due: dict[str, float] = {}
-        self._running: set[str] = set()
+        self._running: dict[str, str | None] = {}  # key → tenant
         self._settled: set[str] = set()  # ended while the owed list was being read
+        self._timed_out: set[str] = set()  # keys whose receiver let a deadline pass
+        self._share = max(1, settings.webhook_concurrency // 4)
 
     def kick(self) -> None:
         """Something finished with a callback: look at pending deliveries now."""
@@ -134,13 +144,15 @@ class WebhookSender:
         pending = [owed for source in self._sources for owed in await source.owed()]
         # an attempt that ended meanwhile may be read as still owed: its end kicks the loop,
         # and the next reading says what is owed after it
-        busy = self._running | self._settled
+        busy = self._running.keys() | self._settled
         idle = [owed for owed in pending if owed.key not in busy]
-        for owed in idle:
+        held = Counter(self._running.values())
+        for owed in _round_robin(idle, held):
             if len(self._running) >= self._settings.webhook_concurrency:
                 break  # a delivery ending kicks the loop
-            if self._due.get(owed.key, 0.0) <= now:
-                self._running.add(owed.key)
+            if held[owed.tenant] < self._share and self._due.get(owed.key, 0.0) <= now:
+                self._running[owed.key] = owed.tenant
+                held[owed.tenant] += 1
                 deliveries.create_task(self._attempt(owed), name=f"webhook {owed.key}")
         # due now but no room: started when a delivery ends, which kicks the loop
         waiting = [due for o in idle if (due := self._due.get(o.key, 0.0)) > now]
@@ -154,14 +166,17 @@ class WebhookSender:
             log.exception("webhook for %s: could not record the attempt", owed.key)
             self._due[owed.key] = asyncio.get_running_loop().time() + self._retry_s(1)
         finally:
-            self._running.discard(owed.key)
+            self._running.pop(owed.key, None)
             self._settled.add(owed.key)
             self.kick()
 
     async def _deliver(self, owed: Owed) -> tuple[str | None, bool]:
         """The error (None when delivered) and whether retrying it is pointless."""
+        deadline = self._settings.webhook_timeout_s
+        if owed.key in self._timed_out:
+            deadline /= 4
         try:
-            async with asyncio.timeout(self._settings.webhook_timeout_s):
+            async with asyncio.timeout(deadline):
                 return await self._post(owed), False
         except outbound.InvalidUrl as exc:  # stored before intake checked it: never usable
             return f"invalid callback URL: {exc}", True
@@ -169,7 +184,8 @@ class WebhookSender:
             log.warning("webhook for %s blocked: %s", owed.key, exc)
             return f"blocked: {outbound.REFUSED}", True
         except TimeoutError:
-            return f"no answer within {self._settings.webhook_timeout_s:g} s", False
+            self._timed_out.add(owed.key)
+            return f"no answer within {deadline:g} s", False
         except httpx.HTTPError as exc:  # the detail may name the address: kept in the log
             log.info("webhook for %s: %r", owed.key, exc)
             return type(exc).__name__, False
@@ -212,6 +228,18 @@ class WebhookSender:
             log.info("webhook for %s failed (%s); retry in %.1f s", owed.key, error, delay)
         else:
             self._due.pop(owed.key, None)
+            self._timed_out.discard(owed.key)
 
     def _retry_s(self, attempts: int) -> float:
         return float(self._settings.webhook_backoff_s * 2 ** (attempts - 1))
+
+
+def _round_robin(owed: Sequence[Owed], held: Counter[str | None]) -> list[Owed]:
+    """One of each tenant's in turn, the tenants running fewest deliveries first (each
+    tenant's own in the order they came)."""
+    by_tenant: dict[str | None, list[Owed]] = {}
+    for one in owed:
+        by_tenant.setdefault(one.tenant, []).append(one)
+    queues = sorted(by_tenant.values(), key=lambda queue: held[queue[0].tenant])
+    turns = itertools.zip_longest(*queues)
+    return [one for turn in turns for one in turn if one is not None]

@@ -196,14 +196,17 @@ class RedisJobStore(JobStore):
             return dict(Counter(job.status for job in jobs))
         return {status: int(kept[status]) for status in JobStatus if kept.get(status, 0) > 0}
 
-    async def batch_jobs(self, batch_id: str, *, unfinished: bool = False) -> list[Job]:
+    async def batch_jobs(
+        self, batch_id: str, *, unfinished: bool = False, limit: int | None = None
+    ) -> list[Job]:
         index = f"{self._p}:jobs:batch:{batch_id}"
         if not unfinished:
-            return await self._docs.members(index)
+            jobs = await self._docs.members(index)
+            return jobs if limit is None else jobs[:limit]
         # the batch's ids among all unfinished jobs, intersected in Redis: the batch's
         # finished jobs are never loaded
         found = cast("list[Raw]", await self._client.zinter([index, f"{self._p}:jobs:unfinished"]))
-        ids = sorted(text(member) for member in found)
+        ids = sorted(text(member) for member in found)[:limit]
         return [job for job in await self._docs.load(index, ids) if not job.status.finished]
 
     async def batch_backlog(self, batch_id: str) -> Backlog:

@@ -55,13 +55,22 @@ class JobStore(ABC):
         """How many of a batch's jobs are in each status."""
 
     @abstractmethod
-    async def batch_jobs(self, batch_id: str, *, unfinished: bool = False) -> list[Job]:
-        """A batch's jobs (only the queued or running ones with ``unfinished``)."""
+    async def batch_jobs(
+        self, batch_id: str, *, unfinished: bool = False, limit: int | None = None
+    ) -> list[Job]:
+        """A batch's jobs in id order (only the queued or running ones with ``unfinished``;
+        the first ``limit`` of them)."""
 
     @abstractmethod
     async def batch_backlog(self, batch_id: str) -> Backlog:
         """A batch's unfinished work, read without loading its finished or queued jobs
         (SQLite sums in place; Redis keeps the sum beside the batch's counts)."""
+
+    async def update_many(self, job_ids: Sequence[str], mutate: Mutation) -> list[Job]:
+        """:meth:`update` each job; the ones ``mutate`` changed. A backend may do it in one
+        transaction (SQLite)."""
+        changed = [await self.update(job_id, mutate) for job_id in job_ids]
+        return [job for job in changed if job is not None]
 
     async def create_many(self, jobs: Sequence[Job]) -> None:
         """Create the jobs not stored yet (safe to repeat after a crash)."""
@@ -148,6 +157,10 @@ class JobStore(ABC):
     async def cancel(self, job_id: str) -> Job | None:
         return await self._finish(job_id, {"status": JobStatus.CANCELLED})
 
+    async def cancel_many(self, job_ids: Sequence[str]) -> list[Job]:
+        """Cancel those of the jobs not finished; the ones cancelled."""
+        return await self.update_many(job_ids, _finishing({"status": JobStatus.CANCELLED}))
+
     async def set_duration(self, job_id: str, seconds: float) -> Job | None:
         return await self.update(job_id, lambda j: j.model_copy(update={"audio_duration": seconds}))
 
@@ -174,20 +187,27 @@ class JobStore(ABC):
         changes: dict[str, object],
         progress: Callable[[Job], Progress | None] = lambda job: None,
     ) -> Job | None:
-        """A final state once; the progress kept is ``progress`` of the job (a failed or
-        cancelled job keeps none: its partial text is no answer)."""
+        return await self.update(job_id, _finishing(changes, progress))
 
-        def mutate(job: Job) -> Job | None:
-            if job.status.finished:
-                return None
-            webhook = WebhookStatus.PENDING if job.callback_url else None
-            return job.model_copy(
-                update={
-                    **changes,
-                    "finished_at": time.time(),
-                    "webhook_status": webhook,
-                    "progress": progress(job),
-                }
-            )
 
-        return await self.update(job_id, mutate)
+def _finishing(
+    changes: dict[str, object],
+    progress: Callable[[Job], Progress | None] = lambda job: None,
+) -> Mutation:
+    """A final state once; the progress kept is ``progress`` of the job (a failed or
+    cancelled job keeps none: its partial text is no answer)."""
+
+    def mutate(job: Job) -> Job | None:
+        if job.status.finished:
+            return None
+        webhook = WebhookStatus.PENDING if job.callback_url else None
+        return job.model_copy(
+            update={
+                **changes,
+                "finished_at": time.time(),
+                "webhook_status": webhook,
+                "progress": progress(job),
+            }
+        )
+
+    return mutate
