@@ -26,6 +26,7 @@ from asrserve.corpus import Clip
 from asrserve.wer import wer, wer_one
 from tests.support.api import submit_job, transcribe_text, wait_job
 from tests.support.servers import JFK, REAL_SPEECH, ROOT, Receiver
+from tests.support.signatures import verifies
 from tests.support.subtitles import check_cues, check_timeline, parse_srt, parse_vtt
 from tests.support.wait import wait_until
 
@@ -418,6 +419,9 @@ def test_webhook_retried_then_delivered(
     env = {"ASRSERVE_WEBHOOK_BACKOFF_S": "0.2", "ASRSERVE_WEBHOOK_ALLOW": "127.0.0.1"}
     server = make_server(tmp_path / "data", env=env).start()
     with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+        secret = client.get("/v1/webhooks/secret").json()["secret"]
+        assert secret.startswith("whsec_")
+        sent_after = time.time()
         job = submit_job(client, short_clip.path, callback_url=hook_url)
         assert job["webhook"] == {
             "url": hook_url,
@@ -446,6 +450,14 @@ def test_webhook_retried_then_delivered(
     assert final["webhook"]["last_error"] is None
     assert len(record.calls) == 2 and record.calls[0][0] == 500
     assert json.loads(record.calls[0][2])["id"] == job["id"]
+    # both attempts signed with the caller's secret, one message id for both; the signature
+    # covers the body as sent
+    for _, headers, body in record.calls:
+        assert headers.get("webhook-id") == job["id"]
+        assert verifies(secret, headers, body), dict(headers)
+        assert sent_after - 1 <= int(headers["webhook-timestamp"]) <= time.time() + 1
+    _, headers, body = record.calls[1]
+    assert not verifies(secret, headers, body.replace(b"succeeded", b"failed"))
 
 
 # --- 6. discovery and health -------------------------------------------------------------------

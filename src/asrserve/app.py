@@ -29,6 +29,7 @@ from asrserve.api import (
     job_routes,
     model_routes,
     realtime,
+    webhook_routes,
 )
 from asrserve.api.access import AccessControl
 from asrserve.api.dashboard import routes as dashboard_routes
@@ -60,7 +61,7 @@ from asrserve.runtime import (
 from asrserve.service import Service
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
-from asrserve.webhooks import BatchWebhooks, JobWebhooks, WebhookSender
+from asrserve.webhooks import BatchWebhooks, JobWebhooks, WebhookSender, WebhookSource
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,15 @@ def create_app(
     app.add_middleware(HostCheck, settings=settings)  # before keys: 421 for a rebound name
     app.middleware("http")(request_metrics(context.metrics))  # outermost: counts 401s and 429s too
     install_error_handlers(app)
-    routers = (health_routes, audio_routes, model_routes, job_routes, file_routes, batch_routes)
+    routers = (
+        health_routes,
+        audio_routes,
+        model_routes,
+        job_routes,
+        file_routes,
+        batch_routes,
+        webhook_routes,
+    )
     for module in (*routers, asr_webservice_routes, realtime):
         app.include_router(module.router)
     app.include_router(dashboard_routes.router)
@@ -139,9 +148,11 @@ async def _lead(
     """The duties one node runs for the whole deployment: here (embedded), or wherever the
     leader lease is held (distributed)."""
     service = context.service
-    webhooks = WebhookSender(
-        settings, [JobWebhooks(backend.store, job_view), BatchWebhooks(backend.batches)]
-    )
+    sources: list[WebhookSource] = [
+        JobWebhooks(backend.store, job_view),
+        BatchWebhooks(backend.batches),
+    ]
+    webhooks = WebhookSender(settings, sources, service.signer)
 
     def on_batch_api_done(batch: Batch) -> None:
         backend.events.batch_ended(batch.id)

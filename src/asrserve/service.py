@@ -24,6 +24,7 @@ from asrserve.jobs.store import JobStore
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
 from asrserve.settings import MIB, Settings
+from asrserve.signing import Signer
 from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import wait_event
 
@@ -59,6 +60,7 @@ class Service:
         self.blobs = backend.blobs
         self.recorder = recorder
         self.probes = Probes(settings.probe_processes, settings.probe_memory_mb * MIB)
+        self.signer = Signer.from_settings(settings.webhook_signing_key, settings.shared_root)
 
     def new_upload_path(self) -> tuple[str, Path]:
         job_id = new_job_id()

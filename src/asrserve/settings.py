@@ -370,6 +370,12 @@ class Settings(BaseSettings):
     webhook_concurrency: int = Field(
         8, ge=1, description="Webhook deliveries in progress at once (each on its own)."
     )
+    webhook_signing_key: str | None = Field(
+        None,
+        repr=False,
+        description="Signs webhooks (each key's secret is derived from it); unset: one made at"
+        " first start, kept in webhook-signing.key beside the stored files.",
+    )
 
     # Distributed mode (unset broker: embedded, one process on SQLite)
     broker: str | None = Field(

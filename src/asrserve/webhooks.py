@@ -2,14 +2,17 @@
 
 The owner's stored row says whether a delivery is owed (``webhook_status = pending``), so
 deliveries survive a restart. Failed attempts back off exponentially; every attempt is
-recorded. Sources (jobs, batches) say what is owed; the sender only delivers.
+recorded. Sources (jobs, batches) say what is owed; the sender only delivers, each
+delivery signed with its API key's secret (:mod:`asrserve.signing`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from asrserve.batch_api.store import BatchStore
 from asrserve.jobs.models import Job, WebhookStatus
 from asrserve.jobs.store import JobStore
 from asrserve.settings import Settings
+from asrserve.signing import Signer
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)
@@ -107,9 +111,11 @@ class WebhookSender:
         self,
         settings: Settings,
         sources: Sequence[WebhookSource],
+        signer: Signer,
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self._settings = settings
+        self._signer = signer
         self._sources = sources
         self._client = client or httpx.AsyncClient(
             timeout=settings.webhook_timeout_s, follow_redirects=False
@@ -197,11 +203,18 @@ class WebhookSender:
         """POST to the checked address; the error, or None on a 2xx answer. Only the first
         ``MAX_ANSWER_BYTES`` of the answer are read."""
         target = await outbound.resolve(owed.url, self._settings.webhook_allow)
+        body = json.dumps(owed.body, separators=(",", ":")).encode()  # signed as sent
+        headers = {
+            "Content-Type": "application/json",
+            "X-Asrserve-Event": owed.event,
+            "Host": target.host_header,
+            **self._signer.headers(owed.key, body, owed.tenant, int(time.time())),
+        }
         async with self._client.stream(
             "POST",
             target.url,
-            json=owed.body,
-            headers={"X-Asrserve-Event": owed.event, "Host": target.host_header},
+            content=body,
+            headers=headers,
             extensions={"sni_hostname": target.host},
         ) as response:
             read = 0

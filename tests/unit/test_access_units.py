@@ -12,6 +12,7 @@ import pytest
 from asrserve.jobs.models import WebhookStatus
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url, resolve
 from asrserve.settings import Settings
+from asrserve.signing import Signer
 from asrserve.webhooks import Owed, WebhookSender
 
 
@@ -143,7 +144,7 @@ async def send_all(deliveries: Deliveries, allow: tuple[str, ...]) -> list[httpx
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(receive))
     settings = Settings(webhook_allow=allow, webhook_max_attempts=1)
-    sender = WebhookSender(settings, [deliveries], client)
+    sender = WebhookSender(settings, [deliveries], Signer(b"test"), client)
     running = asyncio.create_task(sender.run())
     recorded = asyncio.create_task(deliveries.all_recorded.wait())
     await asyncio.wait([running, recorded], timeout=30, return_when=asyncio.FIRST_COMPLETED)

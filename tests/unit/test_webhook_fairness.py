@@ -12,10 +12,12 @@ import httpx
 
 from asrserve.jobs.models import WebhookStatus
 from asrserve.settings import Settings
+from asrserve.signing import Signer
 from asrserve.webhooks import Owed, WebhookSender
 
 SLOW = "http://127.0.0.1:9/slow"  # answers when the test ends
 FAST = "http://127.0.0.1:9/fast"
+SIGNER = Signer(b"test")
 
 
 class Source:
@@ -78,7 +80,7 @@ async def until(source: Source, done: Callable[[], bool], settings: Settings) ->
     """Run a sender until ``done`` holds (after an attempt is recorded)."""
     receiver = Receiver()
     client = httpx.AsyncClient(transport=httpx.MockTransport(receiver))
-    sender = WebhookSender(settings, [source], client)
+    sender = WebhookSender(settings, [source], SIGNER, client)
     running = asyncio.create_task(sender.run())
     try:
         async with asyncio.timeout(30):
