@@ -17,10 +17,11 @@ import httpx
 import numpy as np
 import pytest
 
+from asrserve.bench.hostile import with_pictures
 from asrserve.bench.soak import RssSampler, rss_bytes
 from asrserve.corpus import Clip, write_wav
 from tests.support.keys import auth, new_key
-from tests.support.payloads import Speech, flac_total_samples, with_pictures
+from tests.support.payloads import Speech, flac_total_samples
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.slow

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from asrserve.audio.allocations import cap_ffmpeg_allocations
 from asrserve.backends import Backend
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
@@ -117,6 +118,7 @@ async def start_inference(
     metrics: Metrics,
     recorder: TrafficRecorder | None,
 ) -> Inference:
+    cap_ffmpeg_allocations()  # this process decodes jobs' audio (audio/allocations.py)
     replicas = await asyncio.to_thread(engine_factory, settings)
     scheduler = _scheduler(settings, replicas, metrics, recorder)
     catalog = Catalog.of(

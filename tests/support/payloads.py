@@ -112,10 +112,15 @@ def mux_audio(out: Any, stream: Any, samples: np.ndarray) -> None:
         rate=stream.rate,
         frame_size=stream.codec_context.frame_size or None,
     )
-    frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
-    frame.sample_rate = 16_000
-    frame.pts = 0
-    for piece in (frame, None):
+    step = 10 * 16_000  # 10 s frames: a process that serves caps FFmpeg's allocations
+    pieces: list[Any] = []
+    for start in range(0, samples.shape[0], step):
+        block = np.ascontiguousarray(samples[start : start + step], dtype=np.float32)
+        frame = av.AudioFrame.from_ndarray(block[None, :], format="flt", layout="mono")
+        frame.sample_rate = 16_000
+        frame.pts = start
+        pieces.append(frame)
+    for piece in (*pieces, None):
         for resampled in resampler.resample(piece):
             out.mux(stream.encode(resampled))
     out.mux(stream.encode(None))
@@ -135,18 +140,3 @@ def opus(samples: np.ndarray, container: str) -> bytes:
 def by_name(corpus: list[Clip]) -> dict[str, Clip]:
     """The corpus's clips by file name."""
     return {clip.path.name: clip for clip in corpus}
-
-
-def with_pictures(mp3: bytes, pictures: int, picture_bytes: int) -> bytes:
-    """``mp3`` behind an ID3v2.3 tag of ``pictures`` APIC frames, each ``picture_bytes`` of
-    "JPEG" (a JPEG marker, then zeros): metadata FFmpeg holds in memory once it opens it."""
-
-    def frame(number: int) -> bytes:
-        body = b"\x00image/jpeg\x00\x03" + f"cover {number}".encode() + b"\x00"
-        body += b"\xff\xd8\xff" + bytes(picture_bytes)
-        return b"APIC" + struct.pack(">I", len(body)) + b"\x00\x00" + body
-
-    frames = b"".join(frame(number) for number in range(pictures))
-    size = len(frames)  # ID3v2's "synchsafe" size: 7 bits a byte
-    synchsafe = bytes((size >> shift) & 0x7F for shift in (21, 14, 7, 0))
-    return b"ID3\x03\x00\x00" + synchsafe + frames + mp3

@@ -11,9 +11,10 @@ from faster_whisper.vad import VadOptions, get_speech_timestamps
 from asrserve.audio import pcm as pcm_module
 from asrserve.audio.decode import MAX_FRAME_S, decode, stream
 from asrserve.audio.features import VAD, decode_audio
-from asrserve.audio.pcm import Pcm
+from asrserve.audio.pcm import CHECK_BYTES, IN_MEMORY_BYTES, Pcm
 from asrserve.audio.vad import SpeechDetector
 from asrserve.corpus import write_wav
+from asrserve.storage import DISK_RESERVE_BYTES, StorageFull
 from tests.support.servers import REAL_SPEECH
 
 
@@ -83,3 +84,30 @@ def test_decode_audio_finds_the_windows_of_real_speech(tmp_path: Path, speech: n
         )
     finally:
         decoded.close()
+
+
+def test_decoded_audio_spills_to_the_spool_only_beyond_the_reserve(tmp_path: Path) -> None:
+    """The spool grows while the data dir keeps its reserve free (checked each MiB, on a
+    disk the spool alone fills); the append that would eat into it raises StorageFull, and
+    what was held stays readable. Audio held in memory is never checked."""
+    empty = DISK_RESERVE_BYTES + IN_MEMORY_BYTES + 3 * CHECK_BYTES  # free before the spool
+    checks = 0
+
+    def room(folder: Path) -> int:
+        nonlocal checks
+        checks += 1
+        held = pcm.samples * 2
+        return empty - (held if held > IN_MEMORY_BYTES else 0)
+
+    pcm = Pcm(tmp_path, free=room)
+    second = np.ones(16_000, dtype=np.int16)  # 32,000 bytes
+    while pcm.samples * 2 + 32_000 <= IN_MEMORY_BYTES:
+        pcm.append(second)
+    assert checks == 0
+    with pytest.raises(StorageFull):
+        for _ in range(10 * CHECK_BYTES // 32_000):
+            pcm.append(second)
+    assert IN_MEMORY_BYTES < pcm.samples * 2 <= empty - DISK_RESERVE_BYTES
+    assert checks == 3
+    assert pcm.read(0, 16_000).tolist() == (second / 32768.0).astype(np.float32).tolist()
+    pcm.close()

@@ -40,6 +40,7 @@ from asrserve.api.access import caller
 from asrserve.api.errors import ApiError
 from asrserve.api.json_body import lift as lift_body_limit
 from asrserve.settings import Settings
+from asrserve.storage import DISK_RESERVE_BYTES, free_bytes
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,6 @@ MAX_FIELD_BYTES = 64 * 1024
 MAX_FIELDS = 64
 MULTIPART_OVERHEAD = 64 * 1024
 MAX_BOUNDARY_CHARS = 70  # RFC 2046, section 5.1.1
-DISK_RESERVE_BYTES = 64 * MIB
-"""Free space uploads leave on the data dir's file system for the database: the results and
-acks of jobs already accepted, the WAL between checkpoints, the traffic recordings."""
 BUSY_RETRY_AFTER_S = 2
 FULL_RETRY_AFTER_S = 60
 UNAVAILABLE_RETRY_AFTER_S = 10
@@ -277,11 +275,6 @@ def storage_error(exc: OSError) -> ApiError:
         code="storage_unavailable",
         headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)},
     )
-
-
-def free_bytes(folder: Path) -> int:
-    stat = os.statvfs(folder)
-    return stat.f_bavail * stat.f_frsize
 
 
 def check_room(folder: Path, incoming: int, reserve: int) -> None:

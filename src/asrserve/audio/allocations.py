@@ -1,4 +1,5 @@
-"""A cap on FFmpeg's largest single allocation, in every process that opens audio.
+"""A cap on FFmpeg's largest single allocation, in every process that opens uploads: each
+one that decodes jobs (``runtime.start_inference``) and each probe process.
 
 Opening a container makes FFmpeg read its index tables and tags into memory before any
 of the service's limits apply: an MP4 whose ``stz2`` table lists 50 M sample sizes
@@ -8,7 +9,8 @@ the tag (a picture is metadata the service never reads) or fails the open with E
 index table: the file is refused as undecodable). An honest file is far below the cap: ten
 hours of AAC in MP4 is a 2 MB sample-size table and a 13 MB index. The sum of many smaller
 allocations is bounded where intake opens a file first, in a probe process with an address
-space limit (:mod:`asrserve.audio.probes`).
+space limit (:mod:`asrserve.audio.probes`). Tools that encode long audio in one frame (the
+tests' payloads, the corpus) run without it.
 """
 
 from __future__ import annotations

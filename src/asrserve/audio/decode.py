@@ -11,7 +11,6 @@ from typing import Any
 import av
 import numpy as np
 
-from asrserve.audio.allocations import cap_ffmpeg_allocations
 from asrserve.audio.errors import (
     AudioError,
     AudioMetadataTooLarge,
@@ -84,7 +83,6 @@ def probe(path: Path, max_seconds: float) -> float | None:
 
 
 def _open(path: Path) -> Any:
-    cap_ffmpeg_allocations()  # before FFmpeg reads the container's tables and tags
     return av.open(str(path), mode="r", metadata_errors="ignore")
 
 

@@ -3,27 +3,37 @@
 The first :data:`IN_MEMORY_BYTES` stay in memory (a few minutes of audio: most requests
 never touch the disk); past that the samples move to an unnamed temporary file, which the
 operating system removes with the process if it dies. A chunk's samples are read back
-when the chunk is about to run.
+when the chunk is about to run. Spilled audio leaves the data dir's reserve free
+(:mod:`asrserve.storage`): past it the decode stops with :class:`StorageFull`, checked
+each :data:`CHECK_BYTES`, before the file system is full for every other writer.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from asrserve.engine.base import SAMPLING_RATE
+from asrserve.storage import DISK_RESERVE_BYTES, StorageFull, free_bytes
 
 IN_MEMORY_BYTES = 8 * 1024 * 1024  # 4.4 minutes of 16 kHz int16
 SAMPLE_BYTES = 2
+CHECK_BYTES = 1024 * 1024  # free space is checked before each MiB written to the spool
 
 
 class Pcm:
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(
+        self, folder: Path | None = None, free: Callable[[Path], int] = free_bytes
+    ) -> None:
         self._file = tempfile.SpooledTemporaryFile(  # noqa: SIM115 (closed by close())
             max_size=IN_MEMORY_BYTES, dir=None if folder is None else str(folder)
         )
+        self._folder = folder
+        self._free = free
+        self._checked_to = IN_MEMORY_BYTES  # bytes that may be held without a check
         self.samples = 0
 
     @property
@@ -31,9 +41,25 @@ class Pcm:
         return self.samples / SAMPLING_RATE
 
     def append(self, block: np.ndarray) -> None:
+        data = np.ascontiguousarray(block, dtype=np.int16).tobytes()
+        size = self.samples * SAMPLE_BYTES + len(data)
+        if size > self._checked_to and self._folder is not None:
+            self._check_room(size)
         self._file.seek(0, 2)
-        self._file.write(np.ascontiguousarray(block, dtype=np.int16).tobytes())
+        self._file.write(data)
         self.samples += block.shape[0]
+
+    def _check_room(self, size: int) -> None:
+        """Room for the spool to grow to ``size`` and :data:`CHECK_BYTES` more, beyond the
+        reserve (the bytes already spilled are on the disk: only what is new counts)."""
+        assert self._folder is not None
+        held = self.samples * SAMPLE_BYTES
+        on_disk = held if held > IN_MEMORY_BYTES else 0  # it rolled over: all of it is there
+        if self._free(self._folder) - (size - on_disk + CHECK_BYTES) < DISK_RESERVE_BYTES:
+            raise StorageFull(
+                "the server's disk has no room for the decoded audio; try again later"
+            )
+        self._checked_to = size + CHECK_BYTES
 
     def read(self, start: int, end: int) -> np.ndarray:
         """Samples ``[start, end)`` as float32 in [-1, 1)."""

@@ -112,6 +112,14 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         "--soak-load", type=_above_zero, default=0.8, help="--soak: share of capacity (0.8)"
     )
     bench.add_argument(
+        "--hostile",
+        type=_above_zero,
+        metavar="SECONDS",
+        help="hostile soak instead: an honest tenant's closed loop (about SECONDS of work) "
+        "alone, then while another tenant attacks with every item of issue 25 at once: "
+        "its p95 both ways and their ratio (bench/hostile.py)",
+    )
+    bench.add_argument(
         "--distributed",
         action="store_true",
         help="distributed mode instead: the embedded server, then an API node with 1 worker "
@@ -279,6 +287,8 @@ def _scenario(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
         return run_curve(args, files, env)
     if args.soak is not None:
         return _soak(args, files, env)
+    if args.hostile is not None:
+        return _hostile(args, files, env)
     if args.distributed:
         return _distributed(args, files, env)
     if args.models:
@@ -344,6 +354,20 @@ def _soak(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str])
     audio = sum(f.duration for f in files)
     meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
     return run_soak(files, config, args.json, {**meta, "settings": env})
+
+
+def _hostile(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    from asrserve.bench.hostile import hostile_report, measure_hostile
+
+    if args.url is not None:
+        raise SystemExit("asrserve bench: --hostile starts the server it attacks")
+    body = measure_hostile(files, args.hostile, env)
+    print(hostile_report(body))
+    if args.json is not None:
+        audio = sum(f.duration for f in files)
+        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
+        write_json(args.json, [], None, {**meta, "settings": env}, {"hostile": body})
+    return 0
 
 
 def _distributed(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:

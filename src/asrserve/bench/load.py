@@ -98,12 +98,18 @@ async def send(
 
 
 async def run_load(
-    url: str, files: list[AudioFile], pattern: Pattern, fields: dict[str, str]
+    url: str,
+    files: list[AudioFile],
+    pattern: Pattern,
+    fields: dict[str, str],
+    headers: dict[str, str] | None = None,
 ) -> LoadResult:
     order = [files[i % len(files)] for i in range(pattern.requests)]
     result = LoadResult()
     pool = limits(max(pattern.concurrency, 64))
-    async with httpx.AsyncClient(base_url=url, timeout=3600, limits=pool) as client:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=3600, limits=pool, headers=headers
+    ) as client:
         start = time.perf_counter()
         if pattern.rate is None:
             result.samples = await _closed(client, order, pattern.concurrency, fields)

@@ -1,0 +1,280 @@
+"""The hostile soak (``asrserve bench --hostile SECONDS``): two tenants on one server, auth
+on. The honest tenant runs the bench's closed loop (synchronous transcriptions) alone, then
+again while the other tenant attacks with every item of the second hostile review at once:
+
+- ``flood``: async jobs resubmitted as they finish, as many as its queue share allows;
+- ``webhooks``: those jobs call back a receiver that trickles a byte every 8 s;
+- ``events``: an event stream held open on each of its jobs, up to its share;
+- ``live``: its share of live sessions, held silent until the idle timeout, reopened;
+- ``batches``: files of 8 MiB of blank lines and one request, batched over and over, and
+  2000-line batches created and cancelled;
+- ``tags``: MP3s behind 135 MB of cover pictures (refused by the probe, 413).
+
+The report gives the honest tenant's p95 both ways and their ratio (the target: 1.5×),
+and what each attack was answered (status counts): a test would time it, this measures it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
+from asrserve.bench.server import ServerProcess, free_port
+
+FIELDS = {"model": "whisper-1", "response_format": "json"}
+TRICKLE_S = 8.0  # the slow receiver's pace: a byte this often
+IDLE_S = 10.0  # the server's live idle timeout in this scenario
+EVENT_STREAMS = 8  # held open at once
+LIVE_SESSIONS = 16  # at once: a quarter of the default ASRSERVE_LIVE_MAX_SESSIONS
+
+
+def with_pictures(mp3: bytes, pictures: int, picture_bytes: int) -> bytes:
+    """``mp3`` behind an ID3v2.3 tag of ``pictures`` APIC frames, each ``picture_bytes`` of
+    "JPEG" (a JPEG marker, then zeros): metadata FFmpeg holds in memory once it opens it."""
+
+    def frame(number: int) -> bytes:
+        body = b"\x00image/jpeg\x00\x03" + f"cover {number}".encode() + b"\x00"
+        body += b"\xff\xd8\xff" + bytes(picture_bytes)
+        return b"APIC" + struct.pack(">I", len(body)) + b"\x00\x00" + body
+
+    frames = b"".join(frame(number) for number in range(pictures))
+    size = len(frames)  # ID3v2's "synchsafe" size: 7 bits a byte
+    synchsafe = bytes((size >> shift) & 0x7F for shift in (21, 14, 7, 0))
+    return b"ID3\x03\x00\x00" + synchsafe + frames + mp3
+
+
+def new_key(data_dir: Path, name: str) -> str:
+    command = [sys.executable, "-m", "asrserve.cli", "keys", "create", "--name", name]
+    done = subprocess.run(
+        [*command, "--data-dir", str(data_dir)], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+class Attacker:
+    """Every attack as a loop of its own, each answer counted by attack and status."""
+
+    def __init__(self, url: str, key: str, files: list[AudioFile], hook_url: str) -> None:
+        self.url, self.files, self.hook_url = url, files, hook_url
+        self.headers = {"Authorization": f"Bearer {key}"}
+        self.answers: Counter[str] = Counter()
+        self._jobs: asyncio.Queue[str] = asyncio.Queue()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        attacks: list[Callable[[httpx.AsyncClient], Awaitable[None]]] = [
+            self.flood,
+            *[self.events] * EVENT_STREAMS,
+            *[self.live] * LIVE_SESSIONS,
+            self.batches,
+            self.tags,
+        ]
+        async with httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=60) as c:
+            tasks = [asyncio.create_task(self._forever(attack, c)) for attack in attacks]
+            await stop.wait()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _forever(
+        self, attack: Callable[[httpx.AsyncClient], Awaitable[None]], client: httpx.AsyncClient
+    ) -> None:
+        while True:
+            try:
+                await attack(client)
+            except (httpx.HTTPError, OSError) as exc:
+                self.answers[f"{attack.__name__} {type(exc).__name__}"] += 1
+                await asyncio.sleep(0.5)  # a refused connection: try again, not in a spin
+
+    def _count(self, attack: str, response: httpx.Response) -> httpx.Response:
+        self.answers[f"{attack} {response.status_code}"] += 1
+        return response
+
+    async def flood(self, client: httpx.AsyncClient) -> None:
+        """The longest file as an async job with a slow callback, again when refused."""
+        longest = max(self.files, key=lambda f: f.duration)
+        files = {"file": (longest.path.name, longest.data)}
+        data = {**FIELDS, "callback_url": self.hook_url}
+        response = self._count("flood", await client.post("/v1/jobs", files=files, data=data))
+        if response.status_code == 202:
+            await self._jobs.put(response.json()["id"])
+        else:
+            await asyncio.sleep(0.2)  # 429: its share is full; its jobs finishing make room
+
+    async def events(self, client: httpx.AsyncClient) -> None:
+        job_id = await self._jobs.get()
+        async with client.stream("GET", f"/v1/jobs/{job_id}/events", timeout=None) as response:
+            self._count("events", response)
+            async for _ in response.aiter_bytes():
+                pass
+
+    async def live(self, client: httpx.AsyncClient) -> None:
+        from websockets.asyncio.client import connect
+
+        url = self.url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+        async with connect(url, additional_headers=self.headers) as ws:
+            async for message in ws:  # silent: the server closes it after its idle timeout
+                event = json.loads(message)
+                if event["type"] == "error":
+                    self.answers[f"live {event['error']['code']}"] += 1
+        await asyncio.sleep(0.1)
+
+    async def batches(self, client: httpx.AsyncClient) -> None:
+        audio = self.files[0]
+        upload = {"file": (audio.path.name, audio.data)}
+        stored = await client.post("/v1/files", files=upload, data={"purpose": "audio"})
+        audio_id = self._count("batches-audio", stored).json()["id"]
+        request = {"file": audio_id, **FIELDS}
+        entry = {"custom_id": "x", "method": "POST", "url": "/v1/audio/transcriptions"}
+        line = json.dumps({**entry, "body": request})
+        blank = b"\n" * (8 * 2**20) + line.encode()
+        many = "\n".join(line.replace('"x"', f'"x{n}"') for n in range(2000)).encode()
+        for name, content in (("blank", blank), ("many", many)):
+            files = {"file": (f"{name}.jsonl", content)}
+            posted = await client.post("/v1/files", files=files, data={"purpose": "batch"})
+            body = {
+                "input_file_id": self._count("batches-file", posted).json()["id"],
+                "endpoint": "/v1/audio/transcriptions",
+                "completion_window": "24h",
+            }
+            batch = self._count(f"batches-{name}", await client.post("/v1/batches", json=body))
+            if name == "many" and batch.status_code == 200:
+                cancel = await client.post(f"/v1/batches/{batch.json()['id']}/cancel")
+                self._count("batches-cancel", cancel)
+        await asyncio.sleep(1.0)  # a round a second: 8 MiB of files each, not the whole disk
+
+    async def tags(self, client: httpx.AsyncClient) -> None:
+        heavy = with_pictures(_silent_mp3(), 3, 45 * 1000 * 1000)
+        files = {"file": ("cover.mp3", heavy)}
+        self._count("tags", await client.post("/v1/jobs", files=files, data=FIELDS))
+
+
+class Trickle:
+    """A webhook receiver that answers one byte every :data:`TRICKLE_S` s, for ever."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> Trickle:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+            while True:
+                writer.write(b".")
+                await writer.drain()
+                await asyncio.sleep(TRICKLE_S)  # the receiver's own slowness: what it attacks
+
+
+def _silent_mp3() -> bytes:
+    import io
+
+    import av
+    import numpy as np
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp3") as out:
+        stream = out.add_stream("libmp3lame", rate=16_000, layout="mono")
+        frame = av.AudioFrame.from_ndarray(
+            np.zeros((1, 16_000), dtype=np.float32), format="flt", layout="mono"
+        )
+        frame.sample_rate = 16_000
+        for piece in (frame, None):
+            for packet in stream.encode(piece):
+                out.mux(packet)
+    return buffer.getvalue()
+
+
+async def _honest(url: str, key: str, files: list[AudioFile], pattern: Pattern) -> LoadResult:
+    return await run_load(url, files, pattern, FIELDS, headers={"Authorization": f"Bearer {key}"})
+
+
+async def _attacked(
+    url: str, keys: tuple[str, str], files: list[AudioFile], pattern: Pattern
+) -> tuple[LoadResult, Counter[str]]:
+    async with Trickle() as trickle:
+        hook = f"http://127.0.0.1:{trickle.port}/hook"
+        attacker = Attacker(url, keys[1], files, hook)
+        stop = asyncio.Event()
+        attacking = asyncio.create_task(attacker.run(stop))
+        await asyncio.sleep(10.0)  # the attacks in full swing before the honest loop starts
+        result = await _honest(url, keys[0], files, pattern)
+        stop.set()
+        await attacking
+    return result, attacker.answers
+
+
+def measure_hostile(files: list[AudioFile], seconds: float, env: dict[str, str]) -> dict[str, Any]:
+    """The honest tenant's closed loop alone, then under attack, on one server."""
+    with tempfile.TemporaryDirectory(prefix="asrserve-hostile-") as tmp:
+        data = Path(tmp) / "data"
+        data.mkdir()
+        keys = (new_key(data, "honest"), new_key(data, "attacker"))
+        server_env = {
+            **env,
+            "ASRSERVE_AUTH": "on",
+            "ASRSERVE_WEBHOOK_ALLOW": "127.0.0.1",
+            "ASRSERVE_LIVE_IDLE_TIMEOUT_S": str(IDLE_S),
+        }
+        server = ServerProcess(data, server_env).start(timeout=120)
+        try:
+            warm = Pattern(requests=2, concurrency=1)
+            asyncio.run(_honest(server.url, keys[0], files, warm))
+            requests = max(4, int(seconds / max(f.duration for f in files) * 2))
+            pattern = Pattern(requests=requests, concurrency=2)
+            alone = asyncio.run(_honest(server.url, keys[0], files, pattern))
+            started = time.monotonic()
+            attacked, answers = asyncio.run(_attacked(server.url, keys, files, pattern))
+            wall = time.monotonic() - started
+        finally:
+            server.stop()
+    p95_alone, p95_attacked = alone.percentile(95), attacked.percentile(95)
+    return {
+        "requests": pattern.requests,
+        "clients": pattern.concurrency,
+        "alone": {"p50_s": alone.percentile(50), "p95_s": p95_alone, "ok": len(alone.ok)},
+        "attacked": {
+            "p50_s": attacked.percentile(50),
+            "p95_s": p95_attacked,
+            "ok": len(attacked.ok),
+            "wall_s": wall,
+        },
+        "p95_ratio": p95_attacked / p95_alone,
+        "target_ratio": 1.5,
+        "attacks": dict(sorted(answers.items())),
+    }
+
+
+def hostile_report(body: dict[str, Any]) -> str:
+    alone, attacked = body["alone"], body["attacked"]
+    lines = [
+        f"honest tenant: {body['requests']} sync requests, {body['clients']} clients",
+        f"  alone:          p50 {alone['p50_s']:.2f} s, p95 {alone['p95_s']:.2f} s"
+        f" ({alone['ok']} ok)",
+        f"  under attack:   p50 {attacked['p50_s']:.2f} s, p95 {attacked['p95_s']:.2f} s"
+        f" ({attacked['ok']} ok)",
+        f"  p95 ratio {body['p95_ratio']:.2f}× (target ≤ {body['target_ratio']}×)",
+        "attacker's answers:",
+        *(f"  {name}: {count}" for name, count in body["attacks"].items()),
+    ]
+    return "\n".join(lines)
