@@ -15,6 +15,7 @@ import contextlib
 import functools
 import logging
 import sqlite3
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -60,8 +61,19 @@ class Lane:
     # What the pool's threads spent per job (a lane built without one measures into its own).
     stats: PreprocessStats = field(default_factory=lambda: PreprocessStats(1))
     in_flight: int = 0
+    held: Counter[Priority] = field(default_factory=Counter)  # in flight, by priority
     unsubmitted: set[str] = field(default_factory=set)  # claimed, chunks not yet submitted
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # a job ended, chunks left
+
+
+def _limits(lane: Lane, room: int) -> dict[Priority, int]:
+    """What the lane may claim of each priority: its first (most urgent) may take all the
+    room; the others leave a quarter of its capacity to it, so that a backlog of async jobs
+    (one tenant's flood) never holds every slot an interactive request needs."""
+    top, *rest = lane.priorities
+    kept = max(1, lane.capacity // 4) if rest else 0
+    lower = lane.capacity - kept - sum(lane.held[priority] for priority in rest)
+    return {top: room} | {priority: min(room, lower) for priority in rest}
 
 
 class Isolation:
@@ -155,8 +167,7 @@ class Consumer:
             if room <= 0:
                 await lane.changed.wait()
                 continue
-            limits = dict.fromkeys(lane.priorities, room)
-            claim = functools.partial(self._queue.get, limits, CLAIM_BLOCK_S)
+            claim = functools.partial(self._queue.get, _limits(lane, room), CLAIM_BLOCK_S, room)
             claimed = await self.durably("claim", claim)
             if not self._claiming:  # stopped while the claim was on its way: not started
                 for delivery in claimed:
@@ -164,11 +175,13 @@ class Consumer:
                 return
             for delivery in claimed:
                 lane.in_flight += 1
+                lane.held[delivery.priority] += 1
                 lane.unsubmitted.add(delivery.job_id)
                 self._deliveries[delivery.job_id] = delivery
                 task = asyncio.create_task(self._handle(delivery, lane), name=delivery.job_id)
                 self._tasks[delivery.job_id] = task
-                task.add_done_callback(functools.partial(self._done, delivery.job_id, lane))
+                done = functools.partial(self._done, delivery.job_id, lane, delivery.priority)
+                task.add_done_callback(done)
 
     def _room(self, lane: Lane) -> int:
         room = lane.capacity - lane.in_flight
@@ -211,7 +224,7 @@ class Consumer:
             self._user_cancelled.add(job_id)
             task.cancel()
 
-    def _done(self, job_id: str, lane: Lane, task: asyncio.Task[None]) -> None:
+    def _done(self, job_id: str, lane: Lane, priority: Priority, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             # a bug, not a storage failure (those are retried): the entry stays claimed and
             # is handed out again at the next start.
@@ -220,6 +233,7 @@ class Consumer:
         self._deliveries.pop(job_id, None)
         self._user_cancelled.discard(job_id)
         lane.in_flight -= 1
+        lane.held[priority] -= 1
         lane.unsubmitted.discard(job_id)
         lane.changed.set()
 

@@ -26,6 +26,20 @@ class QueueContract:
 
         asyncio.run(main())
 
+    def test_a_total_caps_the_claim_across_priorities(
+        self, queue_factory: Callable[[], Queue]
+    ) -> None:
+        """A cap per priority and one for all (a lane's room): the most urgent first."""
+
+        async def main() -> list[str]:
+            queue = queue_factory()
+            await queue.put_many(["a1", "a2", "a3"], Priority.ASYNC)
+            await queue.put_many(["i1", "i2"], Priority.INTERACTIVE)
+            caps = {Priority.INTERACTIVE: 3, Priority.ASYNC: 3}
+            return [d.job_id for d in await queue.get(caps, 0, total=3)]
+
+        assert asyncio.run(main()) == ["i1", "i2", "a1"]
+
     def test_concurrent_consumers_both_wake(self, queue_factory: Callable[[], Queue]) -> None:
         async def main() -> set[str]:
             queue = queue_factory()

@@ -34,12 +34,14 @@ class LosesOneCancellation:
         self.all_blocked = asyncio.Event()
         self.lost = False
 
-    async def get(self, limits: int | Mapping[Priority, int], timeout: float) -> list[Delivery]:
+    async def get(
+        self, limits: int | Mapping[Priority, int], timeout: float, total: int | None = None
+    ) -> list[Delivery]:
         self.blocked += 1
         if self.blocked == self._lanes:
             self.all_blocked.set()
         try:
-            return await self._queue.get(limits, timeout)
+            return await self._queue.get(limits, timeout, total)
         except asyncio.CancelledError:
             if self.lost:
                 raise

@@ -120,6 +120,11 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         "its p95 both ways and their ratio (bench/hostile.py)",
     )
     bench.add_argument(
+        "--attacks",
+        default="flood,events,live,batches,tags",
+        help="--hostile: the attacks to run (default: all)",
+    )
+    bench.add_argument(
         "--distributed",
         action="store_true",
         help="distributed mode instead: the embedded server, then an API node with 1 worker "
@@ -361,7 +366,8 @@ def _hostile(args: argparse.Namespace, files: list[AudioFile], env: dict[str, st
 
     if args.url is not None:
         raise SystemExit("asrserve bench: --hostile starts the server it attacks")
-    body = measure_hostile(files, args.hostile, env)
+    attacks = [name.strip() for name in args.attacks.split(",") if name.strip()]
+    body = measure_hostile(files, args.hostile, env, attacks)
     print(hostile_report(body))
     if args.json is not None:
         audio = sum(f.duration for f in files)

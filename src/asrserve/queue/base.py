@@ -73,11 +73,14 @@ class Queue(ABC):
         for job_id in job_ids:
             await self.put(job_id, priority)
 
-    async def get(self, limits: int | Mapping[Priority, int], timeout: float) -> list[Delivery]:
-        """Claim up to ``limits`` entries (a total, or a cap per priority), most urgent first;
-        block up to ``timeout`` seconds for the first one."""
+    async def get(
+        self, limits: int | Mapping[Priority, int], timeout: float, total: int | None = None
+    ) -> list[Delivery]:
+        """Claim up to ``limits`` entries (a total, or a cap per priority; at most ``total``
+        in all if given), most urgent first; block up to ``timeout`` seconds for the first."""
         caps = dict.fromkeys(Priority, limits) if isinstance(limits, int) else dict(limits)
-        total = limits if isinstance(limits, int) else sum(caps.values())
+        if total is None:
+            total = limits if isinstance(limits, int) else sum(caps.values())
         caps = {p: n for p, n in caps.items() if n > 0}
         deadline = time.monotonic() + timeout
         while True:
