@@ -103,8 +103,9 @@ class WebhookSender:
     in all, and whatever goes wrong with it is recorded on its job or batch, never raised.
 
     Tenants (API keys) are served fairly: deliveries start round-robin across tenants, the
-    fewest running first, and one tenant runs at most a quarter of the slots (at least
-    one), so receivers that answer slowly delay their own tenant's webhooks, not others'.
+    fewest running first, and while another tenant has deliveries owed one tenant runs at
+    most a quarter of the slots (at least one), so receivers that answer slowly delay their
+    own tenant's webhooks, not others'. A tenant alone may take every slot.
     A delivery whose receiver timed out gets a quarter of the deadline on its retries."""
 
     def __init__(
@@ -153,10 +154,13 @@ class WebhookSender:
         busy = self._running.keys() | self._settled
         idle = [owed for owed in pending if owed.key not in busy]
         held = Counter(self._running.values())
+        # one tenant alone (auth off: the one open caller) may take every slot
+        tenants = {owed.tenant for owed in idle} | set(held)
+        share = self._share if len(tenants) > 1 else self._settings.webhook_concurrency
         for owed in _round_robin(idle, held):
             if len(self._running) >= self._settings.webhook_concurrency:
                 break  # a delivery ending kicks the loop
-            if held[owed.tenant] < self._share and self._due.get(owed.key, 0.0) <= now:
+            if held[owed.tenant] < share and self._due.get(owed.key, 0.0) <= now:
                 self._running[owed.key] = owed.tenant
                 held[owed.tenant] += 1
                 deliveries.create_task(self._attempt(owed), name=f"webhook {owed.key}")

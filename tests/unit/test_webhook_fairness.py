@@ -55,15 +55,19 @@ class Source:
 
 
 class Receiver:
-    def __init__(self) -> None:
+    def __init__(self, slow_awaited: int = 0) -> None:
         self.release = asyncio.Event()
         self.slow_now = 0
         self.slow_most = 0
+        self.slow_awaited = slow_awaited  # slow requests at once that set ``all_slow``
+        self.all_slow = asyncio.Event()
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/slow":
             self.slow_now += 1
             self.slow_most = max(self.slow_most, self.slow_now)
+            if self.slow_now == self.slow_awaited:
+                self.all_slow.set()
             try:
                 await self.release.wait()
             finally:
@@ -123,3 +127,27 @@ def test_a_receiver_that_let_the_deadline_pass_gets_a_quarter_of_it() -> None:
         (WebhookStatus.PENDING, "no answer within 0.1 s"),
         (WebhookStatus.FAILED, "no answer within 0.1 s"),
     ]
+
+
+def test_a_tenant_alone_takes_every_slot() -> None:
+    """With nobody else owed a webhook (auth off: the one open caller), the share does not
+    apply: four slow deliveries at once on four slots."""
+    source = Source({f"only-{n}": ("only", SLOW) for n in range(6)})
+    settings = Settings(webhook_allow=("127.0.0.1",), webhook_concurrency=4)
+
+    async def main() -> int:
+        receiver = Receiver(slow_awaited=4)
+        client = httpx.AsyncClient(transport=httpx.MockTransport(receiver))
+        sender = WebhookSender(settings, [source], SIGNER, client)
+        running = asyncio.create_task(sender.run())
+        try:
+            await asyncio.wait_for(receiver.all_slow.wait(), 30)
+        finally:
+            receiver.release.set()
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            await sender.aclose()
+        return receiver.slow_most
+
+    assert asyncio.run(main()) == 4
