@@ -71,7 +71,7 @@ def _limits(lane: Lane, room: int) -> dict[Priority, int]:
     room; the others leave a quarter of its capacity to it, so that a backlog of async jobs
     (one tenant's flood) never holds every slot an interactive request needs."""
     top, *rest = lane.priorities
-    kept = max(1, lane.capacity // 4) if rest else 0
+    kept = lane.capacity // 4 if rest else 0  # none under 4 slots: async would get none
     lower = lane.capacity - kept - sum(lane.held[priority] for priority in rest)
     return {top: room} | {priority: min(room, lower) for priority in rest}
 

@@ -23,3 +23,5 @@ def test_async_jobs_leave_a_quarter_of_the_lane_to_interactive_ones() -> None:
         assert _limits(lane, 4) == {INTERACTIVE: 4, ASYNC: 4}
         offline = Lane((Priority.OFFLINE,), 2, pool)
         assert _limits(offline, 2) == {Priority.OFFLINE: 2}
+        one = Lane((INTERACTIVE, ASYNC), 1, pool)  # ASRSERVE_PREFETCH_JOBS=1: no reserve
+        assert _limits(one, 1) == {INTERACTIVE: 1, ASYNC: 1}

@@ -189,7 +189,13 @@ def measure_live(
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"seconds": seconds, "target_p95_s": TARGET_P95_S, "policies": {}}
     for policy in policies:
-        server_env = {**env, **policy_env(policy), "ASRSERVE_LIVE_MAX_SESSIONS": str(max(counts))}
+        most = str(max(counts))  # every session from this one client address
+        server_env = {
+            **env,
+            **policy_env(policy),
+            "ASRSERVE_LIVE_MAX_SESSIONS": most,
+            "ASRSERVE_LIVE_MAX_SESSIONS_PER_KEY": most,
+        }
         server = ServerProcess(folder / policy / "data", env=server_env).start(timeout=180)
         rows = []
         try:
