@@ -9,7 +9,6 @@ delivery signed with its API key's secret (:mod:`asrserve.signing`).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import time
@@ -23,6 +22,7 @@ import httpx
 from asrserve import outbound
 from asrserve.batch_api.models import Batch
 from asrserve.batch_api.store import BatchStore
+from asrserve.fairness import round_robin
 from asrserve.jobs.models import Job, WebhookStatus
 from asrserve.jobs.store import JobStore
 from asrserve.settings import Settings
@@ -157,7 +157,7 @@ class WebhookSender:
         # one tenant alone (auth off: the one open caller) may take every slot
         tenants = {owed.tenant for owed in idle} | set(held)
         share = self._share if len(tenants) > 1 else self._settings.webhook_concurrency
-        for owed in _round_robin(idle, held):
+        for owed in round_robin(idle, lambda one: one.tenant, held.__getitem__):
             if len(self._running) >= self._settings.webhook_concurrency:
                 break  # a delivery ending kicks the loop
             if held[owed.tenant] < share and self._due.get(owed.key, 0.0) <= now:
@@ -249,14 +249,3 @@ class WebhookSender:
 
     def _retry_s(self, attempts: int) -> float:
         return float(self._settings.webhook_backoff_s * 2 ** (attempts - 1))
-
-
-def _round_robin(owed: Sequence[Owed], held: Counter[str | None]) -> list[Owed]:
-    """One of each tenant's in turn, the tenants running fewest deliveries first (each
-    tenant's own in the order they came)."""
-    by_tenant: dict[str | None, list[Owed]] = {}
-    for one in owed:
-        by_tenant.setdefault(one.tenant, []).append(one)
-    queues = sorted(by_tenant.values(), key=lambda queue: held[queue[0].tenant])
-    turns = itertools.zip_longest(*queues)
-    return [one for turn in turns for one in turn if one is not None]

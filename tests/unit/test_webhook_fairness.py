@@ -82,15 +82,29 @@ class Answer(httpx.AsyncByteStream):
 
 async def until(source: Source, done: Callable[[], bool], settings: Settings) -> Receiver:
     """Run a sender until ``done`` holds (after an attempt is recorded)."""
-    receiver = Receiver()
+
+    async def recorded(_: Receiver) -> None:
+        while not done():
+            source.recorded.clear()
+            await source.recorded.wait()
+
+    return await sending(source, settings, Receiver(), recorded)
+
+
+async def sending(
+    source: Source,
+    settings: Settings,
+    receiver: Receiver,
+    reached: Callable[[Receiver], Awaitable[None]],
+) -> Receiver:
+    """Run a sender to ``receiver`` until ``reached`` returns (30 s at most), then answer
+    every slow request and stop it."""
     client = httpx.AsyncClient(transport=httpx.MockTransport(receiver))
     sender = WebhookSender(settings, [source], SIGNER, client)
     running = asyncio.create_task(sender.run())
     try:
         async with asyncio.timeout(30):
-            while not done():
-                source.recorded.clear()
-                await source.recorded.wait()
+            await reached(receiver)
     finally:
         receiver.release.set()
         running.cancel()
@@ -135,19 +149,8 @@ def test_a_tenant_alone_takes_every_slot() -> None:
     source = Source({f"only-{n}": ("only", SLOW) for n in range(6)})
     settings = Settings(webhook_allow=("127.0.0.1",), webhook_concurrency=4)
 
-    async def main() -> int:
-        receiver = Receiver(slow_awaited=4)
-        client = httpx.AsyncClient(transport=httpx.MockTransport(receiver))
-        sender = WebhookSender(settings, [source], SIGNER, client)
-        running = asyncio.create_task(sender.run())
-        try:
-            await asyncio.wait_for(receiver.all_slow.wait(), 30)
-        finally:
-            receiver.release.set()
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
-            await sender.aclose()
-        return receiver.slow_most
+    async def all_slow(receiver: Receiver) -> None:
+        await receiver.all_slow.wait()
 
-    assert asyncio.run(main()) == 4
+    receiver = asyncio.run(sending(source, settings, Receiver(slow_awaited=4), all_slow))
+    assert receiver.slow_most == 4

@@ -11,7 +11,6 @@ stored job results, one line per request, whenever the batch finalizes.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +26,7 @@ from asrserve.batch_api.requests import InvalidInput, RequestLine, parse_input
 from asrserve.batch_api.store import BatchStore
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import AsrError, NotFound, QuotaExceeded
+from asrserve.fairness import round_robin
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
 from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus
@@ -65,7 +65,7 @@ class BatchRunner:
         while True:
             self._kick.clear()
             next_expiry = float("inf")
-            for batch in _round_robin(await self._batches.active()):
+            for batch in round_robin(await self._batches.active(), lambda one: one.owner):
                 current = await self._advance_or_fail(batch)
                 if current.status is BatchStatus.IN_PROGRESS:
                     next_expiry = min(next_expiry, current.expires_at)
@@ -336,13 +336,3 @@ class BatchRunner:
             return batch.model_copy(update=update)
 
         return await self._batches.update(batch_id, mutate)
-
-
-def _round_robin(batches: Sequence[Batch]) -> list[Batch]:
-    """One batch of each owner in turn (each owner's in the order given): a tenant with
-    many batches waits on its own, never holds the others' back."""
-    by_owner: dict[str | None, list[Batch]] = {}
-    for batch in batches:
-        by_owner.setdefault(batch.owner, []).append(batch)
-    turns = itertools.zip_longest(*by_owner.values())
-    return [batch for turn in turns for batch in turn if batch is not None]

@@ -307,16 +307,27 @@ def _scenario(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
     return None
 
 
+def _scenario_json(
+    args: argparse.Namespace,
+    files: list[AudioFile],
+    env: dict[str, str],
+    scenario: str,
+    body: dict[str, Any],
+) -> None:
+    """With ``--json``: a scenario's report beside what it ran on."""
+    if args.json is not None:
+        audio = sum(f.duration for f in files)
+        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
+        write_json(args.json, [], None, {**meta, "settings": env}, {scenario: body})
+
+
 def _fallback(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
     from asrserve.bench.fallback import fallback_report, measure_fallback
 
     overrides = {k: getattr(args, k) for k in ENV_FLAGS if getattr(args, k) is not None}
     body = measure_fallback(files, Settings(**overrides), args.fallback, Task(args.task))
     print(fallback_report(body))
-    if args.json is not None:
-        audio = sum(f.duration for f in files)
-        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
-        write_json(args.json, [], None, {**meta, "settings": env}, {"fallback": body})
+    _scenario_json(args, files, env, "fallback", body)
     return 0
 
 
@@ -331,10 +342,7 @@ def _live(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str])
     with tempfile.TemporaryDirectory(prefix="asrserve-bench-live-") as tmp:
         body = measure_live(files, list(args.live), policies, args.live_seconds, env, Path(tmp))
     print(live_report(body))
-    if args.json is not None:
-        audio = sum(f.duration for f in files)
-        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
-        write_json(args.json, [], None, {**meta, "settings": env}, {"live": body})
+    _scenario_json(args, files, env, "live", body)
     return 0
 
 
@@ -345,10 +353,7 @@ def _stream(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str
         raise SystemExit("asrserve bench: --stream starts the server it measures")
     body = measure_stream(files, args.stream, args.requests or 3, env)
     print(stream_report(body))
-    if args.json is not None:
-        audio = sum(f.duration for f in files)
-        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
-        write_json(args.json, [], None, {**meta, "settings": env}, {"stream": body})
+    _scenario_json(args, files, env, "stream", body)
     return 0 if all(run["joined_equals_text"] for run in body["runs"]) else 1
 
 
@@ -369,10 +374,7 @@ def _hostile(args: argparse.Namespace, files: list[AudioFile], env: dict[str, st
     attacks = [name.strip() for name in args.attacks.split(",") if name.strip()]
     body = measure_hostile(files, args.hostile, env, attacks)
     print(hostile_report(body))
-    if args.json is not None:
-        audio = sum(f.duration for f in files)
-        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
-        write_json(args.json, [], None, {**meta, "settings": env}, {"hostile": body})
+    _scenario_json(args, files, env, "hostile", body)
     return 0
 
 

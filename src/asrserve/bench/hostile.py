@@ -133,7 +133,7 @@ class Attacker:
                 event = json.loads(message)
                 if event["type"] == "error":
                     self.answers[f"live {event['error']['code']}"] += 1
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # then open the next: a reconnect pace, not a wait on state
 
     async def batches(self, client: httpx.AsyncClient) -> None:
         audio = self.files[0]
