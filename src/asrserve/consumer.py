@@ -17,7 +17,6 @@ import logging
 import sqlite3
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -28,6 +27,7 @@ from asrserve.errors import AsrError
 from asrserve.events import Finished
 from asrserve.jobs.models import Job, JobError, Priority
 from asrserve.preprocess_stats import PreprocessStats
+from asrserve.priority_pool import PriorityPool
 from asrserve.progress import ProgressWriter
 from asrserve.queue.base import Delivery
 from asrserve.settings import Settings
@@ -52,7 +52,7 @@ class Lane:
 
     priorities: tuple[Priority, ...]
     capacity: int
-    preprocess: Executor
+    preprocess: PriorityPool
     # Distributed: claim only while fewer of the lane's chunks than this wait in the
     # scheduler (counting claimed jobs not decoded yet as one each), so that a worker node
     # holds what keeps its devices busy and no more: the rest stays in the shared queue

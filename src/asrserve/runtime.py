@@ -11,13 +11,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from asrserve.audio.allocations import cap_ffmpeg_allocations
 from asrserve.backends import Backend
 from asrserve.batcher.device import Device
+from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
 from asrserve.cluster.base import WorkerRegistry
@@ -29,6 +29,7 @@ from asrserve.engine.loading import layout, resolve_device
 from asrserve.jobs.models import Job, Priority
 from asrserve.metrics import Metrics
 from asrserve.preprocess_stats import PreprocessStats, bound
+from asrserve.priority_pool import PriorityPool
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import cancel_all
@@ -49,7 +50,7 @@ class Inference:
     catalog: Catalog
     scheduler: Scheduler
     consumer: Consumer
-    executors: list[ThreadPoolExecutor]
+    executors: list[PriorityPool]
     preprocessing: PreprocessStats
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
@@ -130,9 +131,9 @@ async def start_inference(
         ]
     )
     threads = settings.preprocess_threads or os.cpu_count() or 1
-    preprocess = ThreadPoolExecutor(threads, thread_name_prefix="preprocess")
+    preprocess = PriorityPool(threads, "preprocess")
     preprocessing = PreprocessStats(threads)
-    offline = ThreadPoolExecutor(1, thread_name_prefix="preprocess-batch")
+    offline = PriorityPool(1, "preprocess-batch")
     ahead = settings.max_batch_size * len(replicas) if settings.distributed else None
     lanes = [
         Lane(
@@ -206,6 +207,11 @@ def _scheduler(
     recorder: TrafficRecorder | None,
 ) -> Scheduler:
     """One scheduler over every replica, reporting each batch to metrics and the recorder."""
+    kind = resolve_device(settings)
+    indices = settings.device_index if kind == "cuda" else range(len(replicas))
+    devices = [
+        Device(f"{kind}:{i}", dict(models)) for i, models in zip(indices, replicas, strict=False)
+    ]
     config = SchedulerConfig(
         policy=settings.batch_policy,
         max_batch_size=settings.max_batch_size,
@@ -219,12 +225,10 @@ def _scheduler(
         ride_share=settings.offline_ride_share,
         live_below=Priority.INTERACTIVE,
         live_batch_s=settings.live_batch_s,
+        background_from=Priority.ASYNC,
+        background_batch_s=settings.background_batch_s,
+        foreground_reserve=foreground_reserve(len(devices)),
     )
-    kind = resolve_device(settings)
-    indices = settings.device_index if kind == "cuda" else range(len(replicas))
-    devices = [
-        Device(f"{kind}:{i}", dict(models)) for i, models in zip(indices, replicas, strict=False)
-    ]
 
     def on_batch(record: BatchRecord) -> None:
         metrics.observe_batch(record)

@@ -282,6 +282,12 @@ class Settings(BaseSettings):
         ge=0,
         description="Longest predicted time of a batch of live windows (0: no limit).",
     )
+    background_batch_s: float = Field(
+        1.0,
+        ge=0,
+        description="Longest predicted time of a batch of async or Batch API windows while"
+        " interactive or live work is about (0: no limit).",
+    )
     live_burst_s: float = Field(
         10.0, gt=0, description="How far ahead of real time a live client may send audio."
     )

@@ -8,7 +8,6 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
 from typing import Protocol, TypeVar
 
 from asrserve.audio.chunk import Timeline, assemble
@@ -21,6 +20,7 @@ from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegment
 from asrserve.jobs.models import Job, Progress, Task, TranscriptionOptions
 from asrserve.preprocess_stats import JobPool, PreprocessStats
+from asrserve.priority_pool import PriorityPool
 from asrserve.progress import Report, WindowProgress, ignore
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
@@ -50,16 +50,16 @@ class Transcriber:
     async def transcribe(
         self,
         job: Job,
-        preprocess: Executor,
+        preprocess: PriorityPool,
         submitted: Callable[[], None],
         stats: PreprocessStats,
         report: Report = ignore,
     ) -> Transcript:
         """The job's transcript; ``submitted`` is called once its first windows (or its
         whole file) are in the scheduler, ``report`` with its progress each time the text
-        that is final grows. Blocking steps run in ``preprocess``; a job that succeeds adds
-        its time there and the audio it handed on to ``stats``."""
-        pool = JobPool(preprocess)
+        that is final grows. Blocking steps run in ``preprocess``, at the job's priority; a
+        job that succeeds adds its time there and the audio it handed on to ``stats``."""
+        pool = JobPool(preprocess.at(job.priority))
         transcript = await self._transcribe(job, pool, submitted, report)
         stats.record(pool.audio_seconds, pool.busy_seconds)
         return transcript

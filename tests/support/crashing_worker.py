@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from concurrent.futures import Executor
 
 from asrserve import transcriber
 from asrserve.cli import main
 from asrserve.jobs.models import Job
 from asrserve.preprocess_stats import PreprocessStats
+from asrserve.priority_pool import PriorityPool
 from asrserve.progress import Report, ignore
 from asrserve.transcript import Transcript
 
@@ -21,7 +21,7 @@ _transcribe = transcriber.Transcriber.transcribe
 async def _crash_on_poison(
     self: transcriber.Transcriber,
     job: Job,
-    preprocess: Executor,
+    preprocess: PriorityPool,
     submitted: Callable[[], None],
     stats: PreprocessStats,
     report: Report = ignore,

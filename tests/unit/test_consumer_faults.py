@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from asrserve.backends import open_backend
@@ -17,6 +16,7 @@ from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.consumer import Consumer, Lane
 from asrserve.corpus import Clip
 from asrserve.jobs.models import Job, JobStatus, Priority
+from asrserve.priority_pool import PriorityPool
 from asrserve.runtime import requeue_lost
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine
@@ -40,7 +40,7 @@ def test_a_poison_chunk_fails_only_its_own_job(corpus: list[Clip], tmp_path: Pat
         # the window policy with a long window: the batch goes once all three are pending
         config = SchedulerConfig("window", max_batch_size=len(jobs), max_wait=60.0)
         scheduler = Scheduler([Device.of("cpu:0", engine)], config)
-        pool = ThreadPoolExecutor(2)
+        pool = PriorityPool(2)
         lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 8, pool)]
         worker = Consumer(settings, backend, scheduler, lanes, _nothing)
         tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(worker.run())]
@@ -86,7 +86,7 @@ def test_a_lane_with_ahead_claims_only_what_keeps_the_device_busy(
     async def main(engine: FakeEngine) -> None:
         backend = open_backend(settings)
         scheduler = Scheduler([Device.of("cpu:0", engine)], SchedulerConfig(max_batch_size=2))
-        pool = ThreadPoolExecutor(2)
+        pool = PriorityPool(2)
         lanes = [Lane((Priority.INTERACTIVE, Priority.ASYNC), 32, pool, ahead=2)]
         worker = Consumer(settings, backend, scheduler, lanes, _nothing)
         tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(worker.run())]

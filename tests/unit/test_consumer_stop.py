@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.consumer import Consumer, Lane
 from asrserve.jobs.models import Job, Priority
+from asrserve.priority_pool import PriorityPool
 from asrserve.queue.base import Delivery, Queue
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine
@@ -65,7 +65,7 @@ def test_run_ends_only_when_every_claim_loop_has(tmp_path: Path) -> None:
         backend = open_backend(settings)
         queue = LosesOneCancellation(backend.queue, lanes=2)
         scheduler = Scheduler([Device.of("cpu:0", FakeEngine())], SchedulerConfig("greedy"))
-        pool = ThreadPoolExecutor(1)
+        pool = PriorityPool(1)
         lanes = [
             Lane((Priority.INTERACTIVE, Priority.ASYNC), 4, pool),
             Lane((Priority.OFFLINE,), 4, pool),

@@ -117,13 +117,16 @@ def test_dispatch_adds_riders_of_the_same_key_to_an_online_batch() -> None:
     assert batch == [online, *same]
 
 
-def test_the_measured_cost_predicts_nothing_until_fitted_then_the_batches_cost() -> None:
+def test_the_measured_cost_is_the_mean_rate_until_fitted_then_the_batches_cost() -> None:
     cost = MeasuredCost()
-    for i in range(REFIT_EVERY - 1):
-        size = 1 + i % 4
-        cost.observe(size, 5.0 * size, 0.2 * size + 1.0)
-    assert cost.batch(2, 10.0) == 0.0
-    cost.observe(2, 10.0, 1.4)
+    assert cost.batch(2, 10.0) == 0.0  # nothing measured yet
+    rows = [(1 + i % 4, 5.0 * (1 + i % 4)) for i in range(REFIT_EVERY)]
+    for size, audio in rows[:-1]:
+        cost.observe(size, audio, 0.2 * size + 1.0)
+    spent = sum(0.2 * size + 1.0 for size, _ in rows[:-1])
+    rate = spent / sum(audio for _, audio in rows[:-1])
+    assert cost.batch(2, 10.0) == pytest.approx(rate * 10.0)
+    cost.observe(*rows[-1], 0.2 * rows[-1][0] + 1.0)
     assert cost.batch(8, 40.0) == pytest.approx(0.2 * 8 + 1.0)
 
 

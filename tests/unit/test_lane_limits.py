@@ -4,16 +4,15 @@ for its jobs to finish)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 from asrserve.consumer import Lane, _limits
 from asrserve.jobs.models import Priority
+from asrserve.priority_pool import PriorityPool
 
 INTERACTIVE, ASYNC = Priority.INTERACTIVE, Priority.ASYNC
 
 
 def test_async_jobs_leave_a_quarter_of_the_lane_to_interactive_ones() -> None:
-    with ThreadPoolExecutor(1) as pool:
+    with PriorityPool(1) as pool:
         lane = Lane((INTERACTIVE, ASYNC), 32, pool)
         assert _limits(lane, 32) == {INTERACTIVE: 32, ASYNC: 24}
         lane.held[ASYNC], lane.in_flight = 24, 24

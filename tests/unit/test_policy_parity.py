@@ -107,6 +107,8 @@ class Replay:
             max_wait=MAX_WAIT,
             offline_priority=Priority.OFFLINE,
             offline_holdoff=HOLDOFF,
+            background_from=Priority.ASYNC,
+            background_batch_s=Service().background_batch_s,
         )
         self.scheduler = Scheduler([Device.of("0", self.engine)], config, clock=self.clock)
         self.taken = 0

@@ -92,17 +92,22 @@ def fit_batch_cost(
 
 class MeasuredCost:
     """The batch cost fitted on a device pool's own recent batches, refitted every
-    ``REFIT_EVERY`` batches once they span more than one batch size; until then it
-    predicts nothing (0 s), so nothing waits on it."""
+    ``REFIT_EVERY`` batches once they span more than one batch size. Until then a batch
+    costs its audio at the mean rate measured so far (the CPU's case: a batch costs about
+    the sum of its chunks, so nothing waits to fill one), and nothing before any batch ran.
+    """
 
     def __init__(self, keep: int = KEEP_BATCHES) -> None:
         self._rows: deque[tuple[float, float, float]] = deque(maxlen=keep)
         self._since_fit = 0
+        self._per_audio_second = 0.0  # the mean rate, until a model is fitted
         self.model: LatencyModel | None = None
 
     def observe(self, size: int, audio_seconds: float, compute: float) -> None:
         self._rows.append((float(size), audio_seconds, compute))
         self._since_fit += 1
+        audio = sum(row[1] for row in self._rows)
+        self._per_audio_second = sum(row[2] for row in self._rows) / audio if audio > 0 else 0.0
         sizes = {row[0] for row in self._rows}
         if self._since_fit >= REFIT_EVERY and len(sizes) > 1 and len(self._rows) >= MIN_FIT:
             a, b, e, c = fit_batch_cost(*zip(*self._rows, strict=True))
@@ -110,4 +115,6 @@ class MeasuredCost:
             self._since_fit = 0
 
     def batch(self, size: float, audio_seconds: float) -> float:
-        return 0.0 if self.model is None else self.model.batch(size, audio_seconds)
+        if self.model is not None:
+            return self.model.batch(size, audio_seconds)
+        return self._per_audio_second * audio_seconds

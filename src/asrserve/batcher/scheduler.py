@@ -74,6 +74,9 @@ class SchedulerConfig:
     ride_share: float = RIDE_SHARE
     live_below: int | None = None
     live_batch_s: float = 0.0
+    background_from: int | None = None  # see PolicyConfig
+    background_batch_s: float = 0.0
+    foreground_reserve: int = 0
 
     def policy_config(self) -> PolicyConfig:
         return PolicyConfig(
@@ -86,6 +89,9 @@ class SchedulerConfig:
             ride_share=self.ride_share,
             live_below=self.live_below,
             live_batch_s=self.live_batch_s,
+            background_from=self.background_from,
+            background_batch_s=self.background_batch_s,
+            foreground_reserve=self.foreground_reserve,
         )
 
 
@@ -153,6 +159,7 @@ class Scheduler:
         self._batch_ids = itertools.count(1)
         self.policy = get_policy(config.policy, config.policy_config())
         self._online_seen = -math.inf  # when online work last arrived or last ran
+        self._foreground_seen = -math.inf  # when work above the background classes did
         self._started = 0.0  # when run() started: idle time counts from there
         self._busy = 0  # devices computing a batch now
         self._arrivals = ArrivalRate()
@@ -219,6 +226,8 @@ class Scheduler:
         self._arrivals.arrived(item.key, item.enqueued_at)
         if self.policy.is_online(item):
             self._online_seen = item.enqueued_at
+        if not self.policy.is_background(item):
+            self._foreground_seen = item.enqueued_at
         self.stats.queued(item.priority, item.duration, +1)
         self._arrival.set()
         return future
@@ -256,7 +265,14 @@ class Scheduler:
                 await self._arrival.wait()
                 continue
             idle = len(self.devices) - self._busy
-            load = Load(self._busy, idle_since, self._arrivals, self.cost, idle)
+            load = Load(
+                busy=self._busy,
+                idle_since=idle_since,
+                arrivals=self._arrivals,
+                cost=self.cost,
+                idle=idle,
+                foreground_seen=self._foreground_seen,
+            )
             batch = self.policy.dispatch(self._pending, self.clock.now(), self._online_seen, load)
             if not isinstance(batch, list):  # not yet: look again then, or on an arrival
                 await self.clock.wait(self._arrival, batch)
@@ -323,10 +339,7 @@ class Scheduler:
             log.exception("batch of %d failed on %s", len(batch), device.name)
             outputs = [exc] * len(batch)
         finished = self.clock.now()
-        if any(self.policy.is_online(item) for item in batch):
-            self._online_seen = finished
-        if self.policy.is_online(batch[0]):
-            self.stats.riders += sum(not self.policy.is_online(item) for item in batch)
+        self._ran(batch, finished)
         # Items are stacked padded to the widest window in the batch.
         window = max(item.window for item in batch)
         real = sum(min(item.frames[1], window) for item in batch)
@@ -368,6 +381,15 @@ class Scheduler:
                 item.future.set_exception(output)
             else:
                 item.future.set_result(output)
+
+    def _ran(self, batch: Sequence[WorkItem], finished: float) -> None:
+        """What a finished batch tells the policy: online or foreground work just ran."""
+        if any(self.policy.is_online(item) for item in batch):
+            self._online_seen = finished
+        if not all(self.policy.is_background(item) for item in batch):
+            self._foreground_seen = finished
+        if self.policy.is_online(batch[0]):
+            self.stats.riders += sum(not self.policy.is_online(item) for item in batch)
 
     async def _run_chunks(self, device: Device, batch: list[WorkItem]) -> list[Any]:
         chunks = [item.chunk for item in batch if item.chunk is not None]

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         prefetch=settings.prefetch_jobs,
         offline_prefetch=settings.batch_api_prefetch_jobs,
         offline_holdoff=settings.offline_holdoff_ms / 1000,
+        background_batch_s=settings.background_batch_s,
     )
     outcomes = [simulate(requests, setting, model, service) for setting in grid]
     best = recommend(outcomes, args.p99_target_ms)

@@ -24,6 +24,7 @@ import numpy as np
 
 from asrserve.batcher.cost import MeasuredCost
 from asrserve.batcher.policies import PolicyConfig, get_policy, policy_class
+from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.policies.fill import ArrivalRate, Load
 from asrserve.batcher.scheduler import WINDOW_FRAMES
 from asrserve.jobs.models import Priority
@@ -75,6 +76,7 @@ class Service:
     prefetch: int = 32  # prefetch_jobs: online jobs in flight
     offline_prefetch: int = 16  # batch_api_prefetch_jobs: Batch API items in flight
     offline_holdoff: float = 0.2  # offline_holdoff_ms / 1000
+    background_batch_s: float = 1.0  # background_batch_s
 
 
 ARRIVE, ENQUEUE, DONE, TIMER = 0, 1, 2, 3  # event kinds, in this order at equal times
@@ -137,6 +139,9 @@ class _Run:
                 max_age=service.max_age,
                 offline_from=Priority.OFFLINE,
                 offline_holdoff=service.offline_holdoff,
+                background_from=Priority.ASYNC,
+                background_batch_s=service.background_batch_s,
+                foreground_reserve=foreground_reserve(service.devices),
             ),
         )
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind, tie, payload)
@@ -149,6 +154,7 @@ class _Run:
         self.pending: list[Item] = []  # in arrival order, as the scheduler keeps them
         self.seq = itertools.count()
         self.online_seen = -math.inf  # when online work last arrived or last ran
+        self.foreground_seen = -math.inf  # when work above the background classes did
         self.idle = list(range(service.devices))
         self.idle_since = [0.0] * service.devices
         self.arrivals = ArrivalRate()
@@ -193,6 +199,8 @@ class _Run:
             self.arrivals.arrived(item.key, now)
             if self.policy.is_online(item):
                 self.online_seen = now
+            if not self.policy.is_background(item):
+                self.foreground_seen = now
 
     def done(self, now: float, device: int) -> None:
         self.idle.append(device)
@@ -204,6 +212,8 @@ class _Run:
             self.cost.observe(len(batch), audio, self.costs[device])
         if any(self.policy.is_online(item) for item in batch):
             self.online_seen = now
+        if not all(self.policy.is_background(item) for item in batch):
+            self.foreground_seen = now
         for item in batch:
             self.left[item.job] -= 1
             if self.left[item.job] == 0:
@@ -214,7 +224,14 @@ class _Run:
         """Give idle devices their next batch, as their device loops would ask for it."""
         while self.idle and self.pending:
             since = self.idle_since[self.idle[0]]
-            load = Load(len(self.running), since, self.arrivals, self.cost, len(self.idle))
+            load = Load(
+                busy=len(self.running),
+                idle_since=since,
+                arrivals=self.arrivals,
+                cost=self.cost,
+                idle=len(self.idle),
+                foreground_seen=self.foreground_seen,
+            )
             batch = self.policy.dispatch(self.pending, now, self.online_seen, load)
             if not isinstance(batch, list):  # look again then (or on the next event)
                 if batch < self.timer_at:

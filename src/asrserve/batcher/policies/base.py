@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
@@ -17,6 +17,15 @@ from asrserve.batcher.policies.fill import FILL_SHARE, IDLE, RIDE_SHARE, Load, f
 from asrserve.batcher.policies.selection import Pending, Selection, select_batch
 
 T = TypeVar("T", bound=Pending)
+
+
+RESERVE_SHARE = 0.25  # of a pool's devices, kept for foreground work (at least one of two)
+
+
+def foreground_reserve(devices: int) -> int:
+    """Devices of a pool of ``devices`` that take no background-only batch while
+    foreground work is about: a quarter, rounded up; none for a single device."""
+    return 0 if devices < 2 else math.ceil(devices * RESERVE_SHARE)
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,21 @@ class PolicyConfig:
     # small; on a GPU, where it costs little more than one item, they stay full.
     live_below: int | None = None
     live_batch_s: float = 0.0
+    # Background work (classes from ``background_from``: async jobs, Batch API items): while
+    # work of a higher class arrived or ran in the last ``background_horizon`` s, background
+    # chunks join a batch, whichever class heads it, only while the batch cost predicts it
+    # within ``background_batch_s`` (a background batch keeps one chunk at least). A forward
+    # pass cannot be stopped: an interactive request waits for the one running, and on a
+    # CPU a full batch of 30 s windows runs for most of a minute. Where a batch costs about
+    # the sum of its items (a CPU) short batches lose nothing; where it costs little more
+    # than one (a GPU) they stay full.
+    background_from: int | None = None
+    background_batch_s: float = 0.0
+    background_horizon: float = 60.0
+    # ...and in that time a background-only batch starts on a device only if at least
+    # ``foreground_reserve`` other devices stay idle (unless its head is overdue): a request
+    # that arrives while the others compute background work finds a device free.
+    foreground_reserve: int = 0
 
 
 class Policy(ABC):
@@ -78,8 +102,12 @@ class Policy(ABC):
         wait = self.ready(pending, now)
         if wait is not None:
             return wait
-        batch = self.within_live_budget(self.spread(self.select(pending, now), pending, load), load)
-        hold = max(self.hold_until(batch[0], online_seen), self.fill_until(batch, now, load))
+        batch = self.within_budget(self.spread(self.select(pending, now), pending, load), now, load)
+        hold = max(
+            self.hold_until(batch[0], online_seen),
+            self.fill_until(batch, now, load),
+            self.reserved_until(batch, now, load),
+        )
         if now < hold:
             return hold
         return [*batch, *self.riders(batch, pending, load)]
@@ -94,16 +122,44 @@ class Policy(ABC):
         share = math.ceil(sum(1 for item in pending if item.key == key) / load.idle)
         return batch[: max(share, 1)]
 
-    def within_live_budget(self, batch: list[T], load: Load) -> list[T]:
-        """A batch of live work, cut where its predicted time passes ``live_batch_s``."""
-        if not self.is_live(batch[0]) or self.config.live_batch_s <= 0:
+    def within_budget(self, batch: list[T], now: float, load: Load) -> list[T]:
+        """``batch``, cut where its predicted time passes a budget: a live batch past
+        ``live_batch_s``; background chunks, whichever class heads the batch, where they
+        would take it past ``background_batch_s`` while foreground work is about (a batch
+        keeps its foreground chunks, and at least one)."""
+        if self.is_live(batch[0]):
+            return self._cut(batch, load, self.config.live_batch_s, lambda item: True)
+        about = now - load.foreground_seen < self.config.background_horizon or not all(
+            map(self.is_background, batch)
+        )
+        budget = self.config.background_batch_s if about else 0.0
+        return self._cut(batch, load, budget, self.is_background)
+
+    @staticmethod
+    def _cut(batch: list[T], load: Load, budget: float, counts: Callable[[T], bool]) -> list[T]:
+        """``batch`` up to the first chunk that ``counts`` and takes the predicted time past
+        ``budget`` (0: no limit); never below one chunk."""
+        if budget <= 0:
             return batch
         audio = 0.0
         for size, item in enumerate(batch, start=1):
             audio += item.duration
-            if size > 1 and load.cost.batch(size, audio) > self.config.live_batch_s:
+            if size > 1 and counts(item) and load.cost.batch(size, audio) > budget:
                 return batch[: size - 1]
         return batch
+
+    def reserved_until(self, batch: Sequence[T], now: float, load: Load) -> float:
+        """When a background-only ``batch`` may start on this device: at once if
+        ``foreground_reserve`` other devices stay idle, or its head is overdue; else once
+        foreground work has been quiet for ``background_horizon`` s."""
+        config = self.config
+        if config.foreground_reserve <= 0 or not all(map(self.is_background, batch)):
+            return -math.inf
+        quiet = load.foreground_seen + config.background_horizon
+        overdue = now - batch[0].enqueued_at >= config.max_age
+        if now >= quiet or overdue or load.idle - 1 >= config.foreground_reserve:
+            return -math.inf
+        return min(quiet, batch[0].enqueued_at + config.max_age)
 
     def riders(self, batch: Sequence[T], pending: Sequence[T], load: Load) -> list[T]:
         """Offline chunks of the same key that ride in an online ``batch`` with room."""
@@ -141,6 +197,10 @@ class Policy(ABC):
     def is_live(self, item: Pending) -> bool:
         live = self.config.live_below
         return live is not None and item.priority < live
+
+    def is_background(self, item: Pending) -> bool:
+        background = self.config.background_from
+        return background is not None and item.priority >= background
 
     def is_online(self, item: Pending) -> bool:
         offline = self.config.offline_from

@@ -17,6 +17,7 @@ given, so the scheduler and the simulator decide alike.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ class Load:
     arrivals: ArrivalRate = field(default_factory=ArrivalRate)
     cost: BatchCost = UNKNOWN_COST
     idle: int = 1  # devices asking for work now, the asking one among them
+    foreground_seen: float = -math.inf  # when work above the background classes came or ran
 
 
 IDLE = Load()
