@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import struct
 import subprocess
 import sys
@@ -26,6 +27,9 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +79,7 @@ class Attacker:
         self.headers = {"Authorization": f"Bearer {key}"}
         self.answers: Counter[str] = Counter()
         self._jobs: asyncio.Queue[str] = asyncio.Queue()
+        self._heavy: bytes | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         every: list[Callable[[httpx.AsyncClient], Awaitable[None]]] = [
@@ -160,8 +165,9 @@ class Attacker:
         await asyncio.sleep(1.0)  # a round a second: 8 MiB of files each, not the whole disk
 
     async def tags(self, client: httpx.AsyncClient) -> None:
-        heavy = with_pictures(_silent_mp3(), 3, 45 * 1000 * 1000)
-        files = {"file": ("cover.mp3", heavy)}
+        if self._heavy is None:  # built once: the attacker's own work is not what is measured
+            self._heavy = with_pictures(_silent_mp3(), 3, 45 * 1000 * 1000)
+        files = {"file": ("cover.mp3", self._heavy)}
         self._count("tags", await client.post("/v1/jobs", files=files, data=FIELDS))
 
 
@@ -214,6 +220,29 @@ async def _honest(url: str, key: str, files: list[AudioFile], pattern: Pattern) 
     return await run_load(url, files, pattern, FIELDS, headers={"Authorization": f"Bearer {key}"})
 
 
+def _attack(
+    url: str,
+    key: str,
+    files: list[AudioFile],
+    attacks: Sequence[str],
+    stop: EventType,
+    answers: Connection,
+) -> None:
+    """The attacker's process: every attack until ``stop`` is set, then its answers."""
+
+    async def attack() -> Counter[str]:
+        async with Trickle() as trickle:
+            attacker = Attacker(url, key, files, f"http://127.0.0.1:{trickle.port}/hook", attacks)
+            stopping = asyncio.Event()
+            attacking = asyncio.create_task(attacker.run(stopping))
+            await asyncio.to_thread(stop.wait)
+            stopping.set()
+            await attacking
+        return attacker.answers
+
+    answers.send(dict(asyncio.run(attack())))
+
+
 async def _attacked(
     url: str,
     keys: tuple[str, str],
@@ -221,16 +250,32 @@ async def _attacked(
     pattern: Pattern,
     attacks: Sequence[str],
 ) -> tuple[LoadResult, Counter[str]]:
-    async with Trickle() as trickle:
-        hook = f"http://127.0.0.1:{trickle.port}/hook"
-        attacker = Attacker(url, keys[1], files, hook, attacks)
-        stop = asyncio.Event()
-        attacking = asyncio.create_task(attacker.run(stop))
+    """The honest loop while another process attacks: the attacker's own client work
+    (building 135 MB uploads, its event loop) is not the honest client's, as it would not
+    be on another machine; the two still share this machine's cores with the server."""
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    receive, send = context.Pipe(duplex=False)
+    args = (url, keys[1], files, list(attacks), stop, send)
+    attacker = context.Process(target=_attack, args=args, name="attacker")
+    attacker.start()
+    try:
         await asyncio.sleep(10.0)  # the attacks in full swing before the honest loop starts
         result = await _honest(url, keys[0], files, pattern)
+    finally:
         stop.set()
-        await attacking
-    return result, attacker.answers
+    answers = await asyncio.to_thread(_answers, receive, attacker)
+    attacker.join()
+    return result, Counter(answers)
+
+
+def _answers(receive: Connection, attacker: BaseProcess) -> dict[str, int]:
+    """What the attacker process sends once stopped, or an error if it died first."""
+    while not receive.poll(1.0):  # a bounded wait, to notice a dead process
+        if not attacker.is_alive():
+            raise RuntimeError(f"the attacker process exited ({attacker.exitcode}) early")
+    answers: dict[str, int] = receive.recv()
+    return answers
 
 
 def measure_hostile(
