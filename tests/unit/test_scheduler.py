@@ -11,14 +11,9 @@ import pytest
 
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
-from asrserve.batcher.scheduler import (
-    DeadlineExceeded,
-    RunTimeout,
-    Scheduler,
-    SchedulerConfig,
-    WorkItem,
-)
+from asrserve.batcher.scheduler import DeadlineExceeded, RunTimeout, Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
+from asrserve.batcher.work import WorkItem
 from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk

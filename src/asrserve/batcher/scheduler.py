@@ -29,10 +29,9 @@ from asrserve.batcher.device import Device
 from asrserve.batcher.policies import PolicyConfig, get_policy
 from asrserve.batcher.policies.fill import FILL_SHARE, RIDE_SHARE, ArrivalRate, Load
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
+from asrserve.batcher.work import WorkItem
 from asrserve.engine.base import (
-    CHUNK_SECONDS,
     FRAMES_PER_SECOND,
-    SAMPLING_RATE,
     ChunkInput,
     Engine,
     RawSegment,
@@ -40,8 +39,6 @@ from asrserve.engine.base import (
 from asrserve.jobs.models import Task, TranscriptionOptions
 
 log = logging.getLogger(__name__)
-
-WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
 
 
 class DeadlineExceeded(Exception):
@@ -93,48 +90,6 @@ class SchedulerConfig:
             background_batch_s=self.background_batch_s,
             foreground_reserve=self.foreground_reserve,
         )
-
-
-@dataclass(eq=False)
-class WorkItem:
-    """One unit for a device: a ≤30 s chunk, or (policy ``none``) a whole file."""
-
-    job_id: str
-    priority: int
-    options: TranscriptionOptions
-    seq: int
-    enqueued_at: float
-    future: asyncio.Future[Any]
-    chunk: ChunkInput | None = None
-    audio: np.ndarray | None = None
-    deadline: float | None = None
-
-    @property
-    def key(self) -> tuple[TranscriptionOptions, int]:
-        """Only equal keys share a batch: the same model and decoding options (task and
-        language among them) and the same encoder window (its length bucket), so a batch is
-        padded to its bucket, never beyond."""
-        return self.options, self.window
-
-    @property
-    def frames(self) -> tuple[int, int]:
-        """(encoder input frames, of which real audio): the rest is padding."""
-        real = round(self.duration * FRAMES_PER_SECOND)
-        if self.chunk is not None:
-            return self.chunk.features.shape[-1], min(real, self.chunk.features.shape[-1])
-        windows = max(1, math.ceil(self.duration / CHUNK_SECONDS))
-        return windows * WINDOW_FRAMES, real
-
-    @property
-    def window(self) -> int:
-        """Encoder frames this item's features are padded to (its length bucket)."""
-        return self.frames[0]
-
-    @property
-    def duration(self) -> float:
-        if self.chunk is not None:
-            return self.chunk.duration
-        return 0.0 if self.audio is None else self.audio.shape[0] / SAMPLING_RATE
 
 
 class Scheduler:

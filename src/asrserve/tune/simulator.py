@@ -26,7 +26,7 @@ from asrserve.batcher.cost import MeasuredCost
 from asrserve.batcher.policies import PolicyConfig, get_policy, policy_class
 from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.policies.fill import ArrivalRate, Load
-from asrserve.batcher.scheduler import WINDOW_FRAMES
+from asrserve.batcher.work import WINDOW_FRAMES
 from asrserve.jobs.models import Priority
 from asrserve.tune.chunks import CHUNK_S, DEFAULT_WINDOWS, Item, chunk_durations, window_frames
 from asrserve.tune.model import LatencyModel

@@ -129,9 +129,7 @@ class Policy(ABC):
         keeps its foreground chunks, and at least one)."""
         if self.is_live(batch[0]):
             return self._cut(batch, load, self.config.live_batch_s, lambda item: True)
-        about = now - load.foreground_seen < self.config.background_horizon or not all(
-            map(self.is_background, batch)
-        )
+        about = self.foreground_about(now, load) or not all(map(self.is_background, batch))
         budget = self.config.background_batch_s if about else 0.0
         return self._cut(batch, load, budget, self.is_background)
 
@@ -155,11 +153,17 @@ class Policy(ABC):
         config = self.config
         if config.foreground_reserve <= 0 or not all(map(self.is_background, batch)):
             return -math.inf
-        quiet = load.foreground_seen + config.background_horizon
         overdue = now - batch[0].enqueued_at >= config.max_age
-        if now >= quiet or overdue or load.idle - 1 >= config.foreground_reserve:
+        if not self.foreground_about(now, load) or overdue:
             return -math.inf
+        if load.idle - 1 >= config.foreground_reserve:
+            return -math.inf
+        quiet = load.foreground_seen + config.background_horizon
         return min(quiet, batch[0].enqueued_at + config.max_age)
+
+    def foreground_about(self, now: float, load: Load) -> bool:
+        """Foreground work came or ran in the last ``background_horizon`` s."""
+        return now - load.foreground_seen < self.config.background_horizon
 
     def riders(self, batch: Sequence[T], pending: Sequence[T], load: Load) -> list[T]:
         """Offline chunks of the same key that ride in an online ``batch`` with room."""

@@ -1,0 +1,58 @@
+"""What the scheduler keeps pending and hands a device: one work item per chunk (or, for
+policy ``none``, per whole file), with its batch key and its encoder window."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, SAMPLING_RATE, ChunkInput
+from asrserve.jobs.models import TranscriptionOptions
+
+WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
+
+
+@dataclass(eq=False)
+class WorkItem:
+    """One unit for a device: a ≤30 s chunk, or (policy ``none``) a whole file."""
+
+    job_id: str
+    priority: int
+    options: TranscriptionOptions
+    seq: int
+    enqueued_at: float
+    future: asyncio.Future[Any]
+    chunk: ChunkInput | None = None
+    audio: np.ndarray | None = None
+    deadline: float | None = None
+
+    @property
+    def key(self) -> tuple[TranscriptionOptions, int]:
+        """Only equal keys share a batch: the same model and decoding options (task and
+        language among them) and the same encoder window (its length bucket), so a batch is
+        padded to its bucket, never beyond."""
+        return self.options, self.window
+
+    @property
+    def frames(self) -> tuple[int, int]:
+        """(encoder input frames, of which real audio): the rest is padding."""
+        real = round(self.duration * FRAMES_PER_SECOND)
+        if self.chunk is not None:
+            return self.chunk.features.shape[-1], min(real, self.chunk.features.shape[-1])
+        windows = max(1, math.ceil(self.duration / CHUNK_SECONDS))
+        return windows * WINDOW_FRAMES, real
+
+    @property
+    def window(self) -> int:
+        """Encoder frames this item's features are padded to (its length bucket)."""
+        return self.frames[0]
+
+    @property
+    def duration(self) -> float:
+        if self.chunk is not None:
+            return self.chunk.duration
+        return 0.0 if self.audio is None else self.audio.shape[0] / SAMPLING_RATE
