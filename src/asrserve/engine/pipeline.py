@@ -9,6 +9,7 @@ before it, so items of one batch need different prompts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,12 +24,37 @@ from asrserve.engine.base import FRAMES_PER_SECOND
 TOKENS_PER_SECOND = 15
 
 
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What one batched decode reads: this pipeline and the stock ``forward`` it inherits.
+    Not faster-whisper's ``TranscriptionOptions``, whose sequential-only fields (conditioning
+    on previous text, the initial-timestamp limit, the fallback thresholds) the batched path
+    never reads; conditioning is ``previous``, the fallback is ``fallback.py``."""
+
+    beam_size: int
+    best_of: int
+    temperatures: tuple[float, ...]  # one: the temperature of this decode
+    initial_prompt: str | None
+    suppress_tokens: tuple[int, ...]
+    multilingual: bool
+    word_timestamps: bool
+    patience: float = 1.0
+    length_penalty: float = 1.0
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    suppress_blank: bool = True
+    without_timestamps: bool = False
+    hotwords: str | None = None
+    prepend_punctuations: str = "\"'“¿([{-"
+    append_punctuations: str = "\"'.。,，!！?？:：”)]}、"
+
+
 def token_limit(prompt_tokens: int, frames: int, model_limit: int) -> int:
     """``max_length`` of a generate call (prompt included) for a batch padded to ``frames``."""
     return min(model_limit, prompt_tokens + -(-frames * TOKENS_PER_SECOND // FRAMES_PER_SECOND))
 
 
-def search(options: Any) -> dict[str, Any]:
+def search(options: DecodeOptions) -> dict[str, Any]:
     """How a generate call searches at the options' temperature, as faster-whisper's
     ``generate_with_fallback`` does: beam search at 0, else the best of ``best_of`` samples."""
     temperature = options.temperatures[0]
@@ -54,7 +80,7 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
         self.truncated: list[bool] = []
 
     def generate_segment_batched(
-        self, features: np.ndarray, tokenizer: Any, options: Any
+        self, features: np.ndarray, tokenizer: Any, options: DecodeOptions
     ) -> tuple[Any, list[dict[str, Any]]]:
         model = self.model
         initial = tokenizer.encode(options.initial_prompt) if options.initial_prompt else []
@@ -84,7 +110,7 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             length_penalty=options.length_penalty,
             max_length=max_length,
             suppress_blank=options.suppress_blank,
-            suppress_tokens=options.suppress_tokens,
+            suppress_tokens=list(options.suppress_tokens),
             return_scores=True,
             return_no_speech_prob=True,
             repetition_penalty=options.repetition_penalty,

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,9 +24,6 @@ from asrserve.engine.base import (
 )
 from asrserve.engine.fallback import (
     BEST_OF,
-    COMPRESSION_RATIO_THRESHOLD,
-    LOG_PROB_THRESHOLD,
-    NO_SPEECH_THRESHOLD,
     PROMPT_RESET_TEMPERATURE,
     TEMPERATURES,
     Attempt,
@@ -38,6 +35,9 @@ from asrserve.engine.fallback import (
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.memory import give_back
 from asrserve.transcript import Segment, Transcript, Word
+
+if TYPE_CHECKING:
+    from asrserve.engine.pipeline import DecodeOptions
 
 log = logging.getLogger(__name__)
 
@@ -252,21 +252,21 @@ class FasterWhisperEngine(Engine):
         todo: list[tuple[int, ChunkInput]],
         results: list[list[RawSegment]],
         context: list[list[int]],
-        setup: tuple[Any, Any],
+        setup: tuple[Any, DecodeOptions],
         truncated: set[int],
     ) -> list[tuple[int, ChunkInput]]:
-        tokenizer, fw_options = setup
+        tokenizer, decode = setup
         features = stack_padded([chunk.features for _, chunk in todo])
         metadata = [{"offset": c.offset, "duration": c.duration} for _, c in todo]
         self._pipeline.last_speech_timestamp = 0.0
         self._pipeline.previous = [context[index] + _tokens(results[index]) for index, _ in todo]
-        outputs = self._pipeline.forward(features, tokenizer, metadata, fw_options)
+        outputs = self._pipeline.forward(features, tokenizer, metadata, decode)
         resume = []
         ends = zip(self._pipeline.finished, self._pipeline.truncated, strict=True)
         for (index, chunk), chunk_out, (done, limit) in zip(todo, outputs, ends, strict=True):
             if limit:
                 truncated.add(index)
-            segments = [_raw_segment(s, fw_options.temperatures[0]) for s in chunk_out]
+            segments = [_raw_segment(s, decode.temperatures[0]) for s in chunk_out]
             if segments and _silent(segments[0]):
                 continue  # no speech: skip the window, as sequential decoding does
             results[index].extend(segments)
@@ -309,21 +309,18 @@ class FasterWhisperEngine(Engine):
         )
 
     def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:
-        """faster-whisper's sequential path, decoding with the batched path's choices where
-        the two differ only by choice (``_decode_setup``): windows not conditioned on the
-        text before them, and no initial-timestamp constraint. So ``none`` against a
-        batching policy compares the batching, not the decoding options."""
+        """faster-whisper's sequential ``transcribe`` with its own defaults (each window
+        conditioned on the text before it, the first timestamp within 1 s), as users of
+        other Whisper servers run it: the ``none`` baseline. Only the beam, the fallback
+        temperatures, the task, language and prompt come from the request and settings."""
         segments, info = self._model.transcribe(
             audio,
-            condition_on_previous_text=False,
-            max_initial_timestamp=0.0,
             language=options.language or ("en" if not self.multilingual else None),
             task=options.task.value,
             beam_size=options.beam_size,
             temperature=list(temperatures(options.temperature, self.config.fallback)),
             initial_prompt=options.prompt,
             word_timestamps=options.word_timestamps,
-            vad_filter=False,
         )
         out = []
         for index, seg in enumerate(segments):
@@ -356,10 +353,13 @@ class FasterWhisperEngine(Engine):
             language_probability=None if options.language else info.language_probability,
         )
 
-    def _decode_setup(self, options: TranscriptionOptions, temperature: float) -> tuple[Any, Any]:
+    def _decode_setup(
+        self, options: TranscriptionOptions, temperature: float
+    ) -> tuple[Any, DecodeOptions]:
         from faster_whisper.tokenizer import Tokenizer
-        from faster_whisper.transcribe import TranscriptionOptions as FwOptions
         from faster_whisper.transcribe import get_suppressed_tokens
+
+        from asrserve.engine.pipeline import DecodeOptions
 
         language = options.language if self.multilingual else "en"
         tokenizer = Tokenizer(
@@ -368,35 +368,16 @@ class FasterWhisperEngine(Engine):
             task=options.task.value,
             language=language or "en",
         )
-        fw_options = FwOptions(
+        decode = DecodeOptions(
             beam_size=options.beam_size,
             best_of=BEST_OF,
-            patience=1.0,
-            length_penalty=1.0,
-            repetition_penalty=1.0,
-            no_repeat_ngram_size=0,
-            log_prob_threshold=LOG_PROB_THRESHOLD,
-            no_speech_threshold=NO_SPEECH_THRESHOLD,
-            compression_ratio_threshold=COMPRESSION_RATIO_THRESHOLD,
-            condition_on_previous_text=False,
-            prompt_reset_on_temperature=PROMPT_RESET_TEMPERATURE,
-            temperatures=[temperature],
+            temperatures=(temperature,),
             initial_prompt=options.prompt,
-            prefix=None,
-            suppress_blank=True,
-            suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
-            without_timestamps=False,
-            max_initial_timestamp=0.0,
-            word_timestamps=options.word_timestamps,
-            prepend_punctuations="\"'“¿([{-",
-            append_punctuations="\"'.。,，!！?？:：”)]}、",
+            suppress_tokens=tuple(get_suppressed_tokens(tokenizer, [-1])),
             multilingual=self.multilingual and options.language is None,
-            max_new_tokens=None,
-            clip_timestamps=[],
-            hallucination_silence_threshold=None,
-            hotwords=None,
+            word_timestamps=options.word_timestamps,
         )
-        return tokenizer, fw_options
+        return tokenizer, decode
 
 
 def _undecoded_tail(chunk: ChunkInput, segments: list[RawSegment]) -> ChunkInput | None:
