@@ -202,7 +202,8 @@ class Settings(BaseSettings):
 
     # Scheduler
     batch_policy: str = Field(
-        "greedy", description="A registered batching policy: greedy, window or none."
+        "greedy",
+        description="A registered batching policy: greedy, window, unbatched or none.",
     )
     max_batch_size: int = Field(16, ge=1, le=256)
     max_wait_ms: float = Field(20.0, ge=0)

@@ -116,3 +116,12 @@ def test_none_takes_one_whole_file_at_a_time() -> None:
     items = [Item(f"j{n}", n) for n in range(3)]
     policy = get_policy("none", PolicyConfig(max_batch_size=8))
     assert (policy.whole_files, policy.select(items, 0.0)) == (True, items[:1])
+
+
+def test_unbatched_takes_one_window_of_the_service_pipeline_at_a_time() -> None:
+    """Batches of one, but windows (not whole files) and the greedy rules: the pipeline of a
+    batching policy without the batching."""
+    items = [Item(f"j{n}", n) for n in range(3)]
+    policy = get_policy("unbatched", PolicyConfig(max_batch_size=8))
+    assert (policy.whole_files, policy.select(items, 0.0)) == (False, items[:1])
+    assert get_policy("greedy", PolicyConfig(max_batch_size=8)).select(items, 0.0) == items

@@ -10,6 +10,7 @@ from __future__ import annotations
 from asrserve.batcher.policies.base import Policy, PolicyConfig
 from asrserve.batcher.policies.greedy import Greedy
 from asrserve.batcher.policies.selection import LENGTH_BUCKET_S, Pending, Selection, select_batch
+from asrserve.batcher.policies.sequential import Sequential
 from asrserve.batcher.policies.unbatched import Unbatched
 from asrserve.batcher.policies.window import Window
 
@@ -17,6 +18,7 @@ POLICIES: dict[str, type[Policy]] = {
     Greedy.name: Greedy,
     Window.name: Window,
     Unbatched.name: Unbatched,
+    Sequential.name: Sequential,
 }
 
 __all__ = [

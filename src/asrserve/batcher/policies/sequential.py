@@ -1,5 +1,6 @@
-"""``none``: whole files, one at a time, through the engine's plain path: the naive
-baseline the batching policies are measured against."""
+"""``none``: whole files, one at a time, through faster-whisper's own ``transcribe`` with
+its defaults: what a user would otherwise run, the naive baseline. ``unbatched`` is the
+baseline of batching itself."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from asrserve.batcher.policies.base import Policy
 from asrserve.batcher.policies.selection import Pending
 
 
-class Unbatched(Policy):
+class Sequential(Policy):
     name = "none"
     whole_files = True
 
