@@ -23,6 +23,9 @@ from tests.support.servers import JFK, REAL_SPEECH, Server
 
 pytestmark = pytest.mark.slow
 Event = dict[str, Any]
+# A turn longer than this gets interim text before it completes: interim decodes come every
+# second of new audio (ASRSERVE_LIVE_INTERIM_S), and two in a row that agree make a delta.
+INTERIM_AFTER_MS = 2000
 
 
 def session(server: Server) -> ClientConnection:
@@ -84,11 +87,31 @@ def check_turns(events: list[Event]) -> list[str]:
     return [e["transcript"] for e in done]
 
 
+def long_turns_without_interim_text(events: list[Event]) -> tuple[list[str], list[str]]:
+    """The turns longer than :data:`INTERIM_AFTER_MS`, and those of them no delta came for."""
+    began = {
+        e["item_id"]: e["audio_start_ms"]
+        for e in events
+        if e["type"] == "input_audio_buffer.speech_started"
+    }
+    long_turns = [
+        e["item_id"]
+        for e in events
+        if e["type"] == "input_audio_buffer.speech_stopped"
+        and e["audio_end_ms"] - began[e["item_id"]] > INTERIM_AFTER_MS
+    ]
+    told = {e["item_id"] for e in events if e["type"].endswith("transcription.delta")}
+    return long_turns, [item for item in long_turns if item not in told]
+
+
 def test_live_turns_from_recordings_at_real_time_pace(server: Server, corpus: list[Clip]) -> None:
     """JFK at 24 kHz in 100 ms frames (OpenAI's format) and a corpus clip at 16 kHz in
     20 ms frames: server VAD cuts turns at the pauses, each turn completes in order, and
     the text is the speech (WER against the references; the comparison with the same
-    audio sent as files is in docs/benchmarks.md)."""
+    audio sent as files is in docs/benchmarks.md). Every JFK turn longer than 2 s shows
+    interim text before it completes. (Not asked of the corpus clip: its second turn's
+    interim decodes disagree on the first word, "Where is it?" then "Birds were…", and
+    local agreement shows nothing until two agree; docs/live.md.)"""
     refs = json.loads((REAL_SPEECH / "references.json").read_text())
     clip = min(corpus[:-1], key=lambda c: abs(c.duration - 8.0))
     spoken = [
@@ -97,7 +120,11 @@ def test_live_turns_from_recordings_at_real_time_pace(server: Server, corpus: li
     ]
     said, heard = [], []
     for samples, rate, frame_ms, reference in spoken:
-        turns = check_turns(live_text(server, samples, rate, frame_ms))
+        events = live_text(server, samples, rate, frame_ms)
+        turns = check_turns(events)
+        if rate == 24000:
+            long_turns, silent = long_turns_without_interim_text(events)
+            assert (len(long_turns), silent) == (2, []), events
         assert len(turns) >= 2, turns  # both have pauses between sentences
         said.append(reference)
         heard.append(" ".join(turns))

@@ -49,6 +49,19 @@ def test_agreed_words_go_out_once_and_never_change() -> None:
     assert agreement.delta("the quack brown fox jumps over it") == " it"
 
 
+def test_words_agree_across_case_and_punctuation() -> None:
+    agreement = Agreement()
+    assert agreement.delta("The match was cancelled.") == ""
+    assert agreement.delta("the match was cancelled, because") == "the match was cancelled,"
+
+
+def test_an_empty_decode_leaves_the_hypothesis_it_follows() -> None:
+    agreement = Agreement()
+    assert agreement.delta("birds were") == ""
+    assert agreement.delta("") == ""
+    assert agreement.delta("birds were singing") == "birds were"
+
+
 def test_the_buffer_keeps_what_is_asked_for_by_index() -> None:
     pcm = Pcm()
     pcm.append(np.arange(0, 10, dtype=np.float32))

@@ -1,8 +1,17 @@
 """Interim text that never has to be taken back: of two successive decodes of a growing
 turn, the words they agree on from the start are final enough to show (the local-agreement
-rule of streaming Whisper); each delta adds the words agreed beyond those already sent."""
+rule of streaming Whisper); each delta adds the words agreed beyond those already sent.
+
+Words agree when they differ only in case and punctuation ("cancelled." and "cancelled,":
+a growing turn moves the sentence's end). A decode with no words (an interim whose text
+failed Whisper's thresholds comes back empty) is no hypothesis: the one before it stays the
+one the next decode is compared with."""
 
 from __future__ import annotations
+
+
+def _key(word: str) -> str:
+    return "".join(ch for ch in word.lower() if ch.isalnum()) or word
 
 
 class Agreement:
@@ -13,9 +22,11 @@ class Agreement:
     def delta(self, text: str) -> str:
         """What to add to the shown text after a decode that read ``text`` ("" if nothing)."""
         words = text.split()
+        if not words:
+            return ""
         agreed = 0
         for mine, theirs in zip(self._previous, words, strict=False):
-            if mine != theirs:
+            if _key(mine) != _key(theirs):
                 break
             agreed += 1
         self._previous = words
