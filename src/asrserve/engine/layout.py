@@ -2,9 +2,10 @@
 
 On the CPU a replica is a share of the cores that runs one batch at a time. Whisper's
 decoder is a long chain of small steps that a second thread speeds up little, while two
-batches on one thread each keep both cores busy: on 2 cores, tiny.en int8 (beam 5,
-16 clients) served 35.2 audio s/s as 1 replica × 2 threads and 43.4 as 2 × 1
-(``asrserve bench --ceiling`` measures every layout; docs/benchmarks.md has the table).
+batches on one thread each keep both cores busy: on 2 cores, tiny.en int8 ran 62.17 audio
+s/s as 2 replicas × 1 thread against at best 33.97 as 1 × 2 on the engine alone, and
+``greedy`` served 16 clients 36.90 against 24.22 (docs/bench/cpu-2core-layouts.json;
+docs/benchmarks.md, "The ceiling"; ``asrserve bench --ceiling`` measures every layout).
 So ``auto`` gives a replica per core, one thread each, up to ``MAX_AUTO_REPLICAS``
 replicas; past that, the cores are split evenly between them. Replicas of one model on
 the CPU share one copy of its weights (CTranslate2's ``inter_threads``), so more replicas
