@@ -13,10 +13,12 @@
 # bench flags are those of `asrserve bench` when it was written (src/asrserve/bench/cli.py).
 #
 # The venv (.venv) is made if missing: with nothing fetched from the network when .whl/ is
-# there (scripts/gpu_wheels.sh, run where pip works; carry .whl/ with the tree), else as
-# `make run` makes it (`pip install -e .`, which needs the package index). CUDA needs
-# ctranslate2's CUDA libraries (cuBLAS, cuDNN) where it can load them. Carry .corpus/bench/
-# too (built by `make bench` or the tests): building it needs espeak-ng.
+# there (scripts/gpu_wheels.sh, run where pip works, with the same EXTRAS if any; carry
+# .whl/ with the tree), else as `make run` makes it (`pip install -e .`, which needs the
+# package index). CUDA needs cuBLAS for CUDA 12 (libcublas.so.12) where CTranslate2 can
+# load it (docs/deployment.md#gpu-nodes): without it the check stops at once, saying so in
+# one line, since no CUDA step could run. Carry .corpus/bench/ too (built by `make bench`
+# or the tests): building it needs espeak-ng.
 #
 # Policy `none` ignores the batch size (whole files, one at a time), so it runs only with
 # the first batch size; later runs are greedy alone and the summary sets them against it.
@@ -38,13 +40,25 @@ COMPUTE_TYPE="${COMPUTE_TYPE:-float16}"
 ASRSERVE=.venv/bin/asrserve
 PYTHON=.venv/bin/python
 
+EXTRAS="${EXTRAS:-}"  # the extras scripts/gpu_wheels.sh was given, e.g. base
+
+# CTranslate2's PyPI wheels are built with CUDA 12 and load cuBLAS 12 when they first run
+# on CUDA: the same dlopen as CTranslate2's, before anything is installed.
+python3 -c 'import ctypes; ctypes.CDLL("libcublas.so.12")' 2>/dev/null || {
+    echo "gpu_check: CTranslate2 cannot load libcublas.so.12 (CUDA 12):" \
+        "install cuBLAS for CUDA 12 where the loader finds it (LD_LIBRARY_PATH, ldconfig);" \
+        "a CUDA 13 install has libcublas.so.13 only (docs/deployment.md#gpu-nodes). Stopping."
+    exit 3
+}
+
 mkdir -p "$OUT_DIR"
 if [[ ! -x "$ASRSERVE" ]]; then
     if [[ -d .whl ]]; then
         echo "== making the venv from .whl/ (no network)"
         python3 -m venv --system-site-packages .venv
-        .venv/bin/pip install -q --no-index --find-links .whl --no-deps .whl/*.whl
-        .venv/bin/pip install -q --no-index --no-build-isolation --no-deps -e .
+        # Resolved from .whl/ alone, so a missing dependency fails here, by name.
+        .venv/bin/pip install -q --no-index --find-links .whl -c constraints.txt \
+            -e ".${EXTRAS:+[$EXTRAS]}"
     else
         echo "== making the venv (make .venv/.stamp-run)"
         make .venv/.stamp-run
@@ -52,7 +66,17 @@ if [[ ! -x "$ASRSERVE" ]]; then
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
     | tee "$OUT_DIR/gpu.txt"
-"$PYTHON" -c 'import ctranslate2; print("ctranslate2 CUDA devices:", ctranslate2.get_cuda_device_count())'
+"$PYTHON" - <<'PY' || exit 3
+import sys
+
+import ctranslate2
+
+count = ctranslate2.get_cuda_device_count()
+print(f"ctranslate2 {ctranslate2.__version__}: {count} CUDA devices")
+if count == 0:
+    sys.exit("gpu_check: CTranslate2 sees no CUDA device (no GPU, or a driver older than its"
+             " CUDA 12 runtime). Stopping.")
+PY
 declare -a AUDIO=()
 if [[ -f .corpus/bench/refs.json ]]; then
     AUDIO=(--audio .corpus/bench --refs .corpus/bench/refs.json)
