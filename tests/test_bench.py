@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from asrserve.bench.ceiling import layouts
 from asrserve.corpus import Clip
+from asrserve.engine.layout import usable_cores
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +56,13 @@ def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) ->
             "3",
             "--ceiling",
             "--ceiling-batch-sizes",
-            "4",
+            "1,4",
+            "--ceiling-windows",
+            "bucketed",
+            "--ceiling-passes",
+            "1",
+            "--ceiling-repetitions",
+            "2",
         ]
     )
     assert "| greedy | closed loop, 3 client(s) | 3 | 0 |" in closed.stdout
@@ -71,7 +79,15 @@ def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) ->
     assert ceiling["audio_s"] == pytest.approx(
         sum(c.duration for c in bench_clips(corpus)), abs=0.1
     )
-    assert ceiling["audio_s_per_wall_s"] == max(r["audio_s_per_wall_s"] for r in ceiling["rows"])
+    rows = ceiling["rows"]
+    assert ceiling["audio_s_per_wall_s"] == max(r["audio_s_per_wall_s"] for r in rows)
+    assert [(r["replicas"], r["threads"], r["windows"], r["batch_size"]) for r in rows] == [
+        (*layout, "bucketed", size) for layout in layouts(usable_cores()) for size in (1, 4)
+    ]
+    assert all(
+        r["audio_s_per_wall_s_min"] <= r["audio_s_per_wall_s"] <= r["audio_s_per_wall_s_max"]
+        for r in rows
+    )
 
     open_loop = run_bench(
         [*common, "--policies", "window", "--rate", "4", "--burst", "2", "--requests", "4"]
@@ -83,7 +99,14 @@ def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) ->
 def test_bench_batch_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     common, report = bench_command(corpus, tmp_path)
     batch_flags = ["--policies", "greedy", "--concurrency", "0", "--batch", "6"]
-    batch_flags += ["--ceiling-batch-sizes", "4"]
+    batch_flags += [
+        "--ceiling-batch-sizes",
+        "4",
+        "--ceiling-passes",
+        "1",
+        "--ceiling-repetitions",
+        "1",
+    ]
     done = run_bench([*common, *batch_flags, "--batch-probes", "3"])
     assert "batch alone × ceiling" in done.stdout
     assert "under-batch p95 / idle p95" in done.stdout

@@ -14,6 +14,7 @@ from asrserve.bench.ceiling_layout import (
     LayoutPlan,
     LayoutResult,
     Measure,
+    Repeats,
     measure_layout,
     window_batches,
 )
@@ -55,7 +56,7 @@ def mixed_chunks() -> list[ChunkInput]:
 
 
 def row(layout: tuple[int, int], windows: str, size: int, speed: float) -> CeilingRow:
-    return CeilingRow(layout[0], layout[1], windows, size, speed, 1.0, 300.0, 400.0)
+    return CeilingRow(layout[0], layout[1], windows, size, speed, speed, speed, 1.0, 300.0, 400.0)
 
 
 @pytest.mark.parametrize(
@@ -99,6 +100,14 @@ def test_table_names_the_best_row() -> None:
     )
 
 
+def test_batchings_gain_is_the_ceiling_over_its_layouts_batch_1_row() -> None:
+    rows = [row((2, 1), "bucketed", 1, 5.0), row((2, 1), "bucketed", 4, 12.5)]
+    rows += [row((1, 2), "bucketed", 1, 10.0), row((2, 1), "full", 1, 2.0)]
+    ceiling = Ceiling(rows, 100.0, {"bucketed": 48.0}, 8.0)
+    assert (ceiling.batching_gain(), ceiling.as_dict()["x_batch_1"]) == (2.5, 2.5)
+    assert "| 2×1 | bucketed | 4 | **12.50** | 12.50 – 12.50 | 2.50× |" in ceiling_table(ceiling)
+
+
 def test_bench_report_takes_rows_against_the_best() -> None:
     rows = [row((1, 2), "full", 4, 10.0), row((2, 1), "bucketed", 16, 12.5)]
     text = report([], Ceiling(rows, 100.0, {"full": 50.0}, 8.0))
@@ -106,14 +115,20 @@ def test_bench_report_takes_rows_against_the_best() -> None:
 
 
 def test_a_row_keeps_its_own_peak_where_the_child_measured_one() -> None:
-    result = LayoutResult(2, 1, 1024, 4096, [Measure("full", 4, 3, 2.0, 2048)])
+    result = LayoutResult(2, 1, 1024, 4096, [Measure("full", 4, 3, (2.0,), 2048)])
     assert [(r.audio_per_wall, r.after_load_mib, r.peak_mib) for r in layout_rows(result, 10)] == [
         (5.0, 1.0, 2.0)
     ]
 
 
+def test_a_row_is_the_median_repetition_with_the_slowest_and_fastest() -> None:
+    result = LayoutResult(2, 1, 1024, 4096, [Measure("full", 4, 3, (4.0, 2.0, 5.0), 2048)])
+    [made] = layout_rows(result, 20.0)
+    assert (made.audio_per_wall, made.low, made.high, made.wall_s) == (5.0, 4.0, 10.0, 4.0)
+
+
 def test_a_row_falls_back_to_the_childs_peak() -> None:
-    result = LayoutResult(2, 1, 1024, 4096, [Measure("full", 4, 3, 2.0, None)])
+    result = LayoutResult(2, 1, 1024, 4096, [Measure("full", 4, 3, (2.0,), None)])
     assert layout_rows(result, 10.0)[0].peak_mib == 4.0
 
 
@@ -129,7 +144,7 @@ def fake_layout(tmp_path: Path) -> tuple[LayoutResult, list[WindowEngine], list[
         asked.append(settings)
         return [{"fake": engine} for engine in engines]
 
-    plan = LayoutPlan(2, 1, Settings(beam_size=3), features, (4, 16))
+    plan = LayoutPlan(2, 1, Settings(beam_size=3), features, (4, 16), Repeats(2, 3))
     return measure_layout(plan, load), engines, asked
 
 
@@ -140,20 +155,22 @@ def test_the_child_loads_its_layout(tmp_path: Path) -> None:
 
 def test_the_child_measures_every_mode_and_size(tmp_path: Path) -> None:
     result, _, _ = fake_layout(tmp_path)
-    assert [(m.windows, m.batch_size, m.batches) for m in result.measures] == [
-        ("full", 4, 1),
-        ("full", 16, 1),
-        ("bucketed", 4, 4),
-        ("bucketed", 16, 3),
+    """Two passes over the chunks per run: 4 full chunks, 22 bucketed (10 + 8 + 4 over
+    three windows), batched at 4 and at 16; three runs each."""
+    assert [(m.windows, m.batch_size, m.batches, len(m.walls_s)) for m in result.measures] == [
+        ("full", 4, 1, 3),
+        ("full", 16, 1, 3),
+        ("bucketed", 4, 7, 3),
+        ("bucketed", 16, 3, 3),
     ]
 
 
-def test_the_child_runs_each_chunk_once_per_measure_after_a_warm_up(tmp_path: Path) -> None:
+def test_the_child_runs_each_chunk_passes_times_per_run_after_a_warm_up(tmp_path: Path) -> None:
     _, engines, _ = fake_layout(tmp_path)
     ran = sorted(d for e in engines for batch in e.seen for _, d in batch)
     once = [5.0, 7.0] + [c.duration for c in mixed_chunks()]
     warm_up = [1.0, 2.0, 3.0, 4.0] * 2  # the shortest window's first batch, on each replica
-    assert ran == sorted(once * 2 + warm_up)
+    assert ran == sorted(once * 2 * 2 * 3 + warm_up)  # 2 batch sizes, 2 passes, 3 runs
 
 
 def test_the_child_never_mixes_windows_and_uses_the_configured_beam(tmp_path: Path) -> None:

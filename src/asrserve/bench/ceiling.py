@@ -2,15 +2,19 @@
 
 No server, no queue, no preprocessing in the timed part: the files' features are computed
 once, then every CPU layout (replicas × threads filling the usable cores) runs them at each
-batch size, in full 30 s windows and in bucketed ones, batches never mixing windows. The
-best row is the ceiling every "× ceiling" figure of the bench is taken against; a served
-policy cannot beat it on the same files, so its share says what the serving path costs.
+batch size, in full 30 s windows and in bucketed ones, batches never mixing windows. Each
+row runs the chunks several times over, and reports the median of its repetitions with
+their min and max. The best median row is the ceiling every "× ceiling" figure of the bench
+is taken against; a served policy cannot beat it on the same files, so its share says what
+the serving path costs. Each layout's batch-1 row is that layout unbatched: the best row
+over it is what batching gains in the engine itself.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import pickle
+import statistics
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -19,12 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from asrserve.audio.features import FULL_WINDOW_S, prepare
-from asrserve.bench.ceiling_layout import LayoutPlan, LayoutResult, Modes, measure_layout
+from asrserve.bench.ceiling_layout import (
+    DEFAULT_REPEATS,
+    LayoutPlan,
+    LayoutResult,
+    Modes,
+    Repeats,
+    measure_layout,
+)
 from asrserve.bench.load import AudioFile
 from asrserve.engine.layout import usable_cores
 from asrserve.settings import Settings
 
-BATCH_SIZES = (4, 8, 16, 32)
+BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+WINDOW_MODES = ("full", "bucketed")
 MAX_SECONDS = 4 * 3600.0
 
 
@@ -34,8 +46,10 @@ class CeilingRow:
     threads: int
     windows: str  # "full" or "bucketed"
     batch_size: int
-    audio_per_wall: float
-    wall_s: float
+    audio_per_wall: float  # the median of the repetitions
+    low: float  # the slowest repetition's audio s / wall s
+    high: float  # the fastest's
+    wall_s: float  # the median repetition's wall time
     after_load_mib: float
     peak_mib: float
 
@@ -53,6 +67,8 @@ class CeilingRow:
             "windows": self.windows,
             "batch_size": self.batch_size,
             "audio_s_per_wall_s": round(self.audio_per_wall, 3),
+            "audio_s_per_wall_s_min": round(self.low, 3),
+            "audio_s_per_wall_s_max": round(self.high, 3),
             "wall_s": round(self.wall_s, 3),
             "after_load_mib": round(self.after_load_mib, 1),
             "peak_mib": round(self.peak_mib, 1),
@@ -62,19 +78,41 @@ class CeilingRow:
 @dataclass(frozen=True)
 class Ceiling:
     rows: list[CeilingRow]
-    audio_s: float
+    audio_s: float  # the files' audio, once
     preprocessing: dict[str, float]  # window mode -> audio s per wall s, one thread
     features_mib: float  # the precomputed features every child holds
+    repeats: Repeats = DEFAULT_REPEATS
 
     @property
     def best(self) -> CeilingRow:
         return max(self.rows, key=lambda row: row.audio_per_wall)
 
+    def unbatched(self, row: CeilingRow) -> CeilingRow | None:
+        """The batch-1 row of ``row``'s layout and window mode, where one ran."""
+        return next(
+            (
+                other
+                for other in self.rows
+                if (other.layout, other.windows, other.batch_size) == (row.layout, row.windows, 1)
+            ),
+            None,
+        )
+
+    def batching_gain(self) -> float | None:
+        """The ceiling over the batch-1 row of its layout and windows: what batching itself
+        gains in the engine."""
+        one = self.unbatched(self.best)
+        return None if one is None else self.best.audio_per_wall / one.audio_per_wall
+
     def as_dict(self) -> dict[str, Any]:
+        gain = self.batching_gain()
         return {
             "audio_s": round(self.audio_s, 2),
+            "passes": self.repeats.passes,
+            "repetitions": self.repeats.repetitions,
             "audio_s_per_wall_s": round(self.best.audio_per_wall, 3),
             "best": self.best.as_dict(),
+            "x_batch_1": None if gain is None else round(gain, 3),
             "preprocessing_audio_s_per_wall_s_per_thread": {
                 mode: round(value, 3) for mode, value in self.preprocessing.items()
             },
@@ -88,11 +126,16 @@ def layouts(cores: int) -> list[tuple[int, int]]:
     return [(r, cores // r) for r in range(1, cores + 1) if cores % r == 0]
 
 
-def window_modes(settings: Settings) -> dict[str, tuple[float, ...]]:
-    return {"full": (FULL_WINDOW_S,), "bucketed": tuple(settings.encoder_windows_s)}
+def window_modes(
+    settings: Settings, names: tuple[str, ...] = WINDOW_MODES
+) -> dict[str, tuple[float, ...]]:
+    modes = {"full": (FULL_WINDOW_S,), "bucketed": tuple(settings.encoder_windows_s)}
+    return {name: modes[name] for name in names}
 
 
-def prepare_modes(files: list[AudioFile], settings: Settings) -> tuple[Modes, dict[str, float]]:
+def prepare_modes(
+    files: list[AudioFile], settings: Settings, names: tuple[str, ...] = WINDOW_MODES
+) -> tuple[Modes, dict[str, float]]:
     """Each window mode's chunks of all files, and its preprocessing throughput (decode,
     VAD and features: audio s per wall s on one thread). A multilingual model is served in
     full windows only (``Settings.windows_for``), so it gets no bucketed mode."""
@@ -104,7 +147,7 @@ def prepare_modes(files: list[AudioFile], settings: Settings) -> tuple[Modes, di
     modes: Modes = {}
     throughput: dict[str, float] = {}
     try:
-        for name, windows in window_modes(settings).items():
+        for name, windows in window_modes(settings, names).items():
             if engine.multilingual and name != "full":
                 continue
             start = time.perf_counter()
@@ -120,11 +163,15 @@ def prepare_modes(files: list[AudioFile], settings: Settings) -> tuple[Modes, di
 
 
 def measure_ceiling(
-    files: list[AudioFile], settings: Settings, batch_sizes: tuple[int, ...] = BATCH_SIZES
+    files: list[AudioFile],
+    settings: Settings,
+    batch_sizes: tuple[int, ...] = BATCH_SIZES,
+    repeats: Repeats = DEFAULT_REPEATS,
+    windows: tuple[str, ...] = WINDOW_MODES,
 ) -> Ceiling:
     """Every layout in a fresh process of its own, one after another."""
     audio = sum(f.duration for f in files)
-    modes, preprocessing = prepare_modes(files, settings)
+    modes, preprocessing = prepare_modes(files, settings, windows)
     features = sum(c.features.nbytes for chunks in modes.values() for c in chunks) / 2**20
     rows: list[CeilingRow] = []
     context = multiprocessing.get_context("spawn")
@@ -133,51 +180,64 @@ def measure_ceiling(
         path.write_bytes(pickle.dumps(modes, protocol=pickle.HIGHEST_PROTOCOL))
         del modes
         for replicas, threads in layouts(usable_cores()):
-            plan = LayoutPlan(replicas, threads, settings, path, batch_sizes)
+            plan = LayoutPlan(replicas, threads, settings, path, batch_sizes, repeats)
             with ProcessPoolExecutor(1, mp_context=context) as child:
                 result = child.submit(measure_layout, plan).result()
-            rows.extend(layout_rows(result, audio))
+            rows.extend(layout_rows(result, audio * repeats.passes))
             print(f"  ceiling {replicas}×{threads}: done", flush=True)
-    return Ceiling(rows, audio, preprocessing, features)
+    return Ceiling(rows, audio, preprocessing, features, repeats)
 
 
 def layout_rows(result: LayoutResult, audio_s: float) -> list[CeilingRow]:
-    """A child's measurements as table rows (a row's peak: its own where the kernel let the
-    child reset the high-water mark, else the child's overall)."""
-    return [
-        CeilingRow(
-            result.replicas,
-            result.threads,
-            m.windows,
-            m.batch_size,
-            audio_s / m.wall_s,
-            m.wall_s,
-            result.after_load_kib / 1024,
-            (m.peak_kib if m.peak_kib is not None else result.peak_kib) / 1024,
+    """A child's measurements as table rows (``audio_s``: the audio of one repetition; a
+    row's peak: its own where the kernel let the child reset the high-water mark, else the
+    child's overall)."""
+    rows = []
+    for m in result.measures:
+        wall = statistics.median(m.walls_s)
+        rows.append(
+            CeilingRow(
+                result.replicas,
+                result.threads,
+                m.windows,
+                m.batch_size,
+                audio_s / wall,
+                audio_s / max(m.walls_s),
+                audio_s / min(m.walls_s),
+                wall,
+                result.after_load_kib / 1024,
+                (m.peak_kib if m.peak_kib is not None else result.peak_kib) / 1024,
+            )
         )
-        for m in result.measures
-    ]
+    return rows
 
 
 def ceiling_table(ceiling: Ceiling) -> str:
     lines = [
-        "| layout | windows | batch | audio s / wall s | after load MiB | peak MiB |",
-        "|---|---|---|---|---|---|",
+        "| layout | windows | batch | audio s / wall s (median) | min – max | × batch 1 "
+        "| after load MiB | peak MiB |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     best = ceiling.best
     for row in ceiling.rows:
         figure = f"{row.audio_per_wall:.2f}"
+        one = ceiling.unbatched(row)
+        over = "–" if one is None else f"{row.audio_per_wall / one.audio_per_wall:.2f}×"
         lines.append(
             f"| {row.layout} | {row.windows} | {row.batch_size} "
-            f"| {f'**{figure}**' if row is best else figure} "
-            f"| {row.after_load_mib:.0f} | {row.peak_mib:.0f} |"
+            f"| {f'**{figure}**' if row is best else figure} | {row.low:.2f} – {row.high:.2f} "
+            f"| {over} | {row.after_load_mib:.0f} | {row.peak_mib:.0f} |"
         )
     prep = ", ".join(f"{mode} {value:.2f}" for mode, value in ceiling.preprocessing.items())
+    gain = ceiling.batching_gain()
+    repeats = ceiling.repeats
     lines += [
         "",
-        f"{ceiling.audio_s:.1f} s of audio; preprocessing (decode + VAD + features, one "
-        f"thread): {prep} audio s / wall s; peaks include {ceiling.features_mib:.0f} MiB "
-        "of precomputed features",
-        f"ceiling: {best.describe()}: {best.audio_per_wall:.2f} audio s / wall s",
+        f"{ceiling.audio_s:.1f} s of audio, {repeats.passes} times over per run, median of "
+        f"{repeats.repetitions} runs; preprocessing (decode + VAD + features, one thread): "
+        f"{prep} audio s / wall s; peaks include {ceiling.features_mib:.0f} MiB of "
+        "precomputed features",
+        f"ceiling: {best.describe()}: {best.audio_per_wall:.2f} audio s / wall s"
+        + ("" if gain is None else f", {gain:.2f}× its layout's batch-1 row"),
     ]
     return "\n".join(lines)

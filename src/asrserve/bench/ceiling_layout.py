@@ -25,6 +25,18 @@ Modes = dict[str, list[ChunkInput]]  # window mode ("full", "bucketed") -> its c
 
 
 @dataclass(frozen=True)
+class Repeats:
+    """How each row is measured: the chunks ``passes`` times over in one run (so every
+    replica stays busy to the end even at the largest batch), the run ``repetitions`` times."""
+
+    passes: int = 3
+    repetitions: int = 3
+
+
+DEFAULT_REPEATS = Repeats()
+
+
+@dataclass(frozen=True)
 class LayoutPlan:
     """What one child measures: a layout, the batch sizes, and where the features are."""
 
@@ -33,14 +45,15 @@ class LayoutPlan:
     settings: Settings
     features: Path  # a pickled ``Modes``
     batch_sizes: tuple[int, ...]
+    repeats: Repeats = DEFAULT_REPEATS
 
 
 @dataclass(frozen=True)
 class Measure:
     windows: str
     batch_size: int
-    batches: int
-    wall_s: float
+    batches: int  # per repetition
+    walls_s: tuple[float, ...]  # one per repetition, each of ``passes`` times the chunks
     peak_kib: int | None  # this measurement's high-water mark (None: not resettable here)
 
 
@@ -107,13 +120,15 @@ def measure_layout(plan: LayoutPlan, load: Loader | None = None) -> LayoutResult
     measures = []
     for name, chunks in modes.items():
         for size in plan.batch_sizes:
-            batches = window_batches(chunks, size)
+            batches = window_batches(list(chunks) * plan.repeats.passes, size)
             resettable = _reset_peak()
-            start = time.perf_counter()
-            run_batches(engines, batches, options)
-            wall = time.perf_counter() - start
+            walls = []
+            for _ in range(plan.repeats.repetitions):
+                start = time.perf_counter()
+                run_batches(engines, batches, options)
+                walls.append(time.perf_counter() - start)
             peak = _status_kib("VmHWM") if resettable else None
-            measures.append(Measure(name, size, len(batches), wall, peak))
+            measures.append(Measure(name, size, len(batches), tuple(walls), peak))
     return LayoutResult(plan.replicas, plan.threads, after_load, _status_kib("VmHWM"), measures)
 
 

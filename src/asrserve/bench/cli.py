@@ -3,28 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from pathlib import Path
 from typing import Any
 
 from asrserve.bench.batch import BatchScenario, batch_report, measure_batch
-from asrserve.bench.ceiling import BATCH_SIZES, Ceiling, ceiling_table, measure_ceiling
+from asrserve.bench.ceiling import (
+    BATCH_SIZES,
+    WINDOW_MODES,
+    Ceiling,
+    ceiling_table,
+    measure_ceiling,
+)
+from asrserve.bench.ceiling_layout import DEFAULT_REPEATS, Repeats
 from asrserve.bench.distributed import DistributedConfig, distributed_report, measure_distributed
 from asrserve.bench.load import AudioFile, Pattern
 from asrserve.bench.runner import (
+    BASELINES,
     BenchConfig,
     Row,
     load_audio,
     measure_policy,
     report,
+    run_meta,
     write_json,
 )
 from asrserve.bench.soak import SoakConfig, run_soak
 from asrserve.jobs.models import Task
 from asrserve.settings import Settings
 
-DEFAULT_POLICIES = "greedy,window,none"
+DEFAULT_POLICIES = "greedy,window,unbatched,none"
 ENV_FLAGS = {
     "beam_size": "ASRSERVE_BEAM_SIZE",
     "max_batch_size": "ASRSERVE_MAX_BATCH_SIZE",
@@ -75,6 +83,27 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         default=BATCH_SIZES,
         metavar="A,B",
         help=f"--ceiling: batch sizes (default {','.join(map(str, BATCH_SIZES))})",
+    )
+    bench.add_argument(
+        "--ceiling-passes",
+        type=_positive,
+        default=DEFAULT_REPEATS.passes,
+        help="--ceiling: times over the files in one timed run, so every replica stays busy "
+        f"to the end (default {DEFAULT_REPEATS.passes})",
+    )
+    bench.add_argument(
+        "--ceiling-repetitions",
+        type=_positive,
+        default=DEFAULT_REPEATS.repetitions,
+        help="--ceiling: timed runs per row; a row is their median, with min and max "
+        f"(default {DEFAULT_REPEATS.repetitions})",
+    )
+    bench.add_argument(
+        "--ceiling-windows",
+        type=_window_modes,
+        default=WINDOW_MODES,
+        metavar="MODE,MODE",
+        help=f"--ceiling: window modes (default {','.join(WINDOW_MODES)})",
     )
     bench.add_argument(
         "--offline",
@@ -183,7 +212,11 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         default="transcribe",
         help="--fallback: what the windows are decoded for (translate: a multilingual model)",
     )
-    bench.add_argument("--baseline", help="the row ratios are taken against (default: none)")
+    bench.add_argument(
+        "--baseline",
+        help="the policies the row ratios are taken against, e.g. none@2x1,unbatched@2x1 "
+        f"(default: {','.join(BASELINES)}, those that ran)",
+    )
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.add_argument("--beam-size", type=int)
     bench.add_argument("--max-batch-size", type=int)
@@ -204,6 +237,14 @@ def _positive(text: str) -> int:
 
 def _sizes(text: str) -> tuple[int, ...]:
     return tuple(_positive(part) for part in text.split(",") if part.strip())
+
+
+def _window_modes(text: str) -> tuple[str, ...]:
+    modes = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = sorted(set(modes) - set(WINDOW_MODES))
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(f"use {' or '.join(WINDOW_MODES)}, not {text!r}")
+    return modes
 
 
 def _above_zero(text: str) -> float:
@@ -256,22 +297,18 @@ def run(args: argparse.Namespace) -> int:
     rows = _measure_rows(config, files)
     ceiling = None
     if config.ceiling:
-        ceiling = measure_ceiling(files, settings, args.ceiling_batch_sizes)
+        repeats = Repeats(args.ceiling_passes, args.ceiling_repetitions)
+        modes: tuple[str, ...] = args.ceiling_windows
+        ceiling = measure_ceiling(files, settings, args.ceiling_batch_sizes, repeats, modes)
         print(ceiling_table(ceiling))
     batch = _measure_batch(args, config, files, ceiling)
     if rows or (batch is None and ceiling is None):
-        print(report(rows, ceiling, args.baseline or "none"))
+        print(report(rows, ceiling, args.baseline.split(",") if args.baseline else BASELINES))
     if batch is not None:
         print(batch_report(batch))
     if args.json is not None:
-        meta = {
-            "files": len(files),
-            "audio_s": round(audio, 2),
-            "machine": platform.platform(),
-            "settings": env,
-        }
         extra = None if batch is None else {"batch": batch}
-        write_json(args.json, rows, ceiling, meta, extra)
+        write_json(args.json, rows, ceiling, run_meta(files, env, args.url), extra)
     return 0
 
 
@@ -316,9 +353,7 @@ def _scenario_json(
 ) -> None:
     """With ``--json``: a scenario's report beside what it ran on."""
     if args.json is not None:
-        audio = sum(f.duration for f in files)
-        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
-        write_json(args.json, [], None, {**meta, "settings": env}, {scenario: body})
+        write_json(args.json, [], None, run_meta(files, env), {scenario: body})
 
 
 def _fallback(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
@@ -361,9 +396,7 @@ def _soak(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str])
     if args.url is not None:
         raise SystemExit("asrserve bench: --soak starts and watches a server of its own")
     config = SoakConfig(seconds=args.soak, load=args.soak_load, server_env=env)
-    audio = sum(f.duration for f in files)
-    meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
-    return run_soak(files, config, args.json, {**meta, "settings": env})
+    return run_soak(files, config, args.json, run_meta(files, env))
 
 
 def _hostile(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
@@ -386,9 +419,7 @@ def _distributed(args: argparse.Namespace, files: list[AudioFile], env: dict[str
     rows, body = measure_distributed(files, config)
     print(distributed_report(rows, body))
     if args.json is not None:
-        audio = sum(f.duration for f in files)
-        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
-        write_json(args.json, rows, None, {**meta, "settings": env}, {"distributed": body})
+        write_json(args.json, rows, None, run_meta(files, env), {"distributed": body})
     return 0
 
 
@@ -405,9 +436,7 @@ def _models(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str
     shares = measure_models(files, scenario)
     print(models_report(shares))
     if args.json is not None:
-        meta = {"files": len(files), "audio_s": round(audio, 2), "machine": platform.platform()}
-        extra = {"models": models_body(shares)}
-        write_json(args.json, [], None, {**meta, "settings": env}, extra)
+        write_json(args.json, [], None, run_meta(files, env), {"models": models_body(shares)})
     return 0
 
 

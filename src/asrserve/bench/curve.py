@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import json
 import math
-import platform
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, arrival_gaps, run_load
-from asrserve.bench.runner import policy_env
+from asrserve.bench.runner import policy_env, run_meta
 from asrserve.bench.server import ServerProcess
 
 CAPACITY_CLIENTS = 16
@@ -249,12 +248,6 @@ def run_curve(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
         args.curve_svg.parent.mkdir(parents=True, exist_ok=True)
         args.curve_svg.write_text(curve_svg(curves), encoding="utf-8")
     if args.json is not None:
-        meta = {
-            "files": len(files),
-            "audio_s": round(audio, 2),
-            "machine": platform.platform(),
-            "settings": env,
-        }
-        body = {"meta": meta, "curve": curve_body(curves)}
+        body = {"meta": run_meta(files, env), "curve": curve_body(curves)}
         args.json.write_text(json.dumps(body, indent=2), encoding="utf-8")
     return 0

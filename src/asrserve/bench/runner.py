@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import platform
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,32 @@ from asrserve.bench.ceiling import Ceiling
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
 from asrserve.bench.server import ServerProcess
 from asrserve.corpus import build_corpus, load_refs
+from asrserve.engine.layout import usable_cores
+from asrserve.settings import ENV_PREFIX, Settings
 from asrserve.wer import wer
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".webm", ".mp4"}
+# The settings a report's ``meta.settings`` records, defaults included: those that move its
+# figures. A row's ``POLICY@RxT/WINDOW`` sets the policy, layout and window mode of its server.
+REPORTED_SETTINGS = (
+    "models",
+    "model",
+    "device",
+    "compute_type",
+    "cpu_replicas",
+    "cpu_threads",
+    "beam_size",
+    "fallback_temperatures",
+    "encoder_window",
+    "encoder_windows_s",
+    "batch_policy",
+    "max_batch_size",
+    "max_wait_ms",
+    "max_queue_age_s",
+    "fill_wait_share",
+    "offline_ride_share",
+    "offline_holdoff_ms",
+)
 
 
 @dataclass(frozen=True)
@@ -153,26 +177,26 @@ def _wer(result: LoadResult) -> float | None:
     return wer([ref for ref, _ in pairs if ref is not None], [hyp for _, hyp in pairs])
 
 
-def report(rows: list[Row], ceiling: Ceiling | None, baseline: str = "none") -> str:
+BASELINES = ("none", "unbatched")
+
+
+def report(rows: list[Row], ceiling: Ceiling | None, baselines: Sequence[str] = BASELINES) -> str:
+    """The rows as a table, with a "× B" column for each baseline B that ran: ``none`` is
+    what a user would otherwise run, ``unbatched`` what batching itself adds."""
+    ran = [b for b in baselines if any(row.policy == b for row in rows)]
     lines = [
         "| policy | load | req | err | audio s / wall s | req/s | p50 s | p95 s | p99 s "
-        f"| mean batch | padding | WER | × {baseline} | bound |",
-        "|" + "---|" * 14,
+        "| mean batch | padding | WER | " + "".join(f"× {b} | " for b in ran) + "bound |",
+        "|" + "---|" * (13 + len(ran)),
     ]
-    base = {row.pattern: row for row in rows if row.policy == baseline}
     for row in rows:
         d = row.as_dict()
-        ref = base.get(row.pattern)
-        ratio = (
-            f"{d['audio_s_per_wall_s'] / ref.result.audio_per_wall:.2f}×"
-            if ref is not None and ref.result.audio_per_wall
-            else "–"
-        )
+        ratios = "".join(f"{_ratio(row, rows, b)} | " for b in ran)
         lines.append(
             f"| {row.policy} | {row.pattern} | {d['requests']} | {d['errors']} "
             f"| {d['audio_s_per_wall_s']:.2f} | {d['requests_per_s']:.2f} | {d['p50_s']:.2f} "
             f"| {d['p95_s']:.2f} | {d['p99_s']:.2f} | {d['mean_batch_size']} "
-            f"| {d['padding_waste']} | {d['wer']} | {ratio} | {d['bound'] or '–'} |"
+            f"| {d['padding_waste']} | {d['wer']} | {ratios}{d['bound'] or '–'} |"
         )
     if ceiling is not None:
         best = ceiling.best
@@ -185,6 +209,48 @@ def report(rows: list[Row], ceiling: Ceiling | None, baseline: str = "none") -> 
             share = row.result.audio_per_wall / best.audio_per_wall
             lines.append(f"  {row.policy}, {row.pattern}: {share:.2f}× the ceiling")
     return "\n".join(lines)
+
+
+def _ratio(row: Row, rows: list[Row], baseline: str) -> str:
+    """``row``'s throughput over the baseline's under the same load pattern."""
+    ref = next((r for r in rows if r.policy == baseline and r.pattern == row.pattern), None)
+    if ref is None or not ref.result.audio_per_wall:
+        return "–"
+    return f"{row.result.audio_per_wall / ref.result.audio_per_wall:.2f}×"
+
+
+def run_meta(
+    files: Sequence[AudioFile], env: Mapping[str, str], url: str | None = None
+) -> dict[str, Any]:
+    """A report's ``meta``: the audio, the machine, and the settings of the servers the
+    bench starts with ``env`` (with ``url``, the rows ran on that server, on its own)."""
+    meta: dict[str, Any] = {
+        "files": len(files),
+        "audio_s": round(sum(f.duration for f in files), 2),
+        "machine": platform.platform(),
+        "cores": usable_cores(),
+        "settings": server_settings(env),
+    }
+    if url is not None:
+        meta["url"] = url
+    return meta
+
+
+def server_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """Each of :data:`REPORTED_SETTINGS` as a server reads it from this process's
+    environment and ``env`` over it, written as its ``ASRSERVE_*`` variable would be."""
+    fields: dict[str, Any] = {name.removeprefix(ENV_PREFIX).lower(): v for name, v in env.items()}
+    settings = Settings(**fields)
+    values = {name: getattr(settings, name) for name in REPORTED_SETTINGS}
+    return {f"{ENV_PREFIX}{k.upper()}": _as_env(v) for k, v in values.items() if v is not None}
+
+
+def _as_env(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(_as_env, value))
+    if isinstance(value, float):
+        return repr(value).removesuffix(".0")  # 200.0 as 200, 0.1 as 0.1
+    return str(value)
 
 
 def write_json(
