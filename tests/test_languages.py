@@ -29,11 +29,11 @@ from tests.support.languages import (
     MODEL_CACHE,
     REAL_LANGUAGES,
     Heard,
+    Translation,
     real_prompts,
     reference,
     reference_translations,
     report,
-    score,
     scores,
 )
 from tests.support.servers import Server
@@ -74,7 +74,7 @@ class Own:
     """faster-whisper's results: the prompts heard, the synthetic sentences translated."""
 
     heard: list[Heard]
-    translations: list[str]
+    translations: list[Translation]
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +122,15 @@ def _hear(http: httpx.Client, oai: openai.OpenAI, clip: LanguageClip) -> Answere
     if detecting["language"] != clip.language:
         answers.append(_verbose(http, route, clip.path, language=clip.language))
     answers.append(_translate(oai, clip.path))
-    texts = [answer["text"].strip() for answer in answers]
-    return Answered(Heard(clip, detecting["language"], texts[-2], texts[-1]), answers)
+    transcript = answers[-2]["text"].strip()
+    return Answered(
+        Heard(clip, detecting["language"], transcript, _translation(answers[-1])), answers
+    )
+
+
+def _translation(answer: dict[str, Any]) -> Translation:
+    sampled = any(segment["temperature"] > 0 for segment in answer["segments"])
+    return Translation(answer["text"].strip(), sampled)
 
 
 @pytest.fixture(scope="module")
@@ -181,18 +188,39 @@ def test_real_speech_detected_and_transcribed_no_worse(served: Served, own: Own)
 
 
 def test_translation_no_worse(
-    served: Served, own: Own, language_corpus: list[LanguageClip]
+    served: Served, own: Own, real: list[LanguageClip], language_corpus: list[LanguageClip]
 ) -> None:
-    """Into English, over the recorded prompts and over the synthetic sentences (each set
-    whole: four synthetic clips of one language hold about 40 words, fewer than the words
-    a sampled fallback decode may change on either side)."""
-    mine, theirs = score("real", _heard(served)), score("real", own.heard)
-    assert mine.translation_wer <= theirs.translation_wer + WER_MARGIN, (mine, theirs)
-    english = [clip.english for clip in language_corpus]
-    synthetic = wer(english, [answer["text"] for answer in served.translations])
-    reference_synthetic = wer(english, own.translations)
-    print(f"synthetic translation WER: served {synthetic:.4f}, own {reference_synthetic:.4f}")
-    assert synthetic <= reference_synthetic + WER_MARGIN
+    """Into English, over the recorded prompts and over the synthetic sentences: the served
+    path falls back on no more clips than faster-whisper, and over the clips both decode at
+    temperature 0 its WER is within 0.02 of faster-whisper's.
+
+    A clip whose decode falls back is a draw from the fallback's samples: faster-whisper
+    alone, seeded six ways, translates the synthetic sentences at 0.79 to 0.86 WER
+    (docs/benchmarks.md), a spread no margin of a few words holds. Those clips are held to
+    no loop (the next test), not to a WER. Which clips fall back is not the same on both
+    sides (the served path cuts the audio at VAD's pauses and decodes in batches), so only
+    their number is compared."""
+    english = {
+        "recorded": [clip.english for clip in real],
+        "synthetic": [clip.english for clip in language_corpus],
+    }
+    mine = {
+        "recorded": [heard.translation for heard in _heard(served)],
+        "synthetic": [_translation(answer) for answer in served.translations],
+    }
+    theirs = {"recorded": [heard.translation for heard in own.heard], "synthetic": own.translations}
+    for name, refs in english.items():
+        drawn = [i for i, t in enumerate(mine[name]) if t.sampled]
+        reference_drawn = [i for i, t in enumerate(theirs[name]) if t.sampled]
+        assert len(drawn) <= len(reference_drawn), (name, drawn, reference_drawn)
+        kept = [i for i in range(len(refs)) if i not in {*drawn, *reference_drawn}]
+        ours = wer([refs[i] for i in kept], [mine[name][i].text for i in kept])
+        reference = wer([refs[i] for i in kept], [theirs[name][i].text for i in kept])
+        print(
+            f"{name}: {len(kept)} of {len(refs)} at temperature 0 on both sides,"
+            f" WER {ours:.4f} vs {reference:.4f}"
+        )
+        assert ours <= reference + WER_MARGIN, (name, ours, reference)
 
 
 def test_no_answer_loops(served: Served) -> None:

@@ -32,13 +32,22 @@ PROMPTS_PER_LANGUAGE = 6
 
 
 @dataclass(frozen=True)
+class Translation:
+    """One clip translated into English, and whether the temperature fallback sampled any of
+    its windows: a decode above temperature 0 is a draw, different from run to run."""
+
+    text: str
+    sampled: bool
+
+
+@dataclass(frozen=True)
 class Heard:
     """What one system made of one clip."""
 
     clip: LanguageClip
     detected: str  # the language it found with none given
     transcript: str  # with the clip's language given
-    translation: str  # into English
+    translation: Translation
 
 
 @dataclass(frozen=True)
@@ -89,9 +98,10 @@ def hear(model: Any, clip: LanguageClip) -> Heard:
     return Heard(clip, info.language, transcript, translate(model, clip))
 
 
-def translate(model: Any, clip: LanguageClip) -> str:
+def translate(model: Any, clip: LanguageClip) -> Translation:
     segments, _ = model.transcribe(str(clip.path), task="translate", **DECODE)
-    return _text(segments)
+    decoded = list(segments)
+    return Translation(_text(decoded), any(s.temperature > 0 for s in decoded))
 
 
 def _model(model_dir: Path) -> Any:
@@ -107,7 +117,7 @@ def reference(model_dir: Path, clips: Sequence[LanguageClip]) -> list[Heard]:
     return [hear(model, clip) for clip in clips]
 
 
-def reference_translations(model_dir: Path, clips: Sequence[LanguageClip]) -> list[str]:
+def reference_translations(model_dir: Path, clips: Sequence[LanguageClip]) -> list[Translation]:
     """faster-whisper's translation of every clip into English."""
     model = _model(model_dir)
     return [translate(model, clip) for clip in clips]
@@ -120,7 +130,7 @@ def score(label: str, heard: Sequence[Heard]) -> Score:
         len(heard),
         sum(h.detected == h.clip.language for h in heard) / len(heard),
         wer([h.clip.text for h in heard], [h.transcript for h in heard]),
-        wer([h.clip.english for h in heard], [h.translation for h in heard]),
+        wer([h.clip.english for h in heard], [h.translation.text for h in heard]),
     )
 
 
@@ -145,7 +155,7 @@ def report(heard: Sequence[Heard]) -> str:
             f"  said:       {h.clip.text}",
             f"  heard:      {h.transcript}",
             f"  English:    {h.clip.english}",
-            f"  translated: {h.translation}",
+            f"  translated: {h.translation.text}" + (" (sampled)" if h.translation.sampled else ""),
         ]
     return "\n".join(lines)
 
