@@ -226,11 +226,12 @@ def serve(settings: Settings, *, inference: bool = True) -> int:
     import uvicorn
 
     from asrserve.app import create_app
-    from asrserve.auth.cli import UnsafeStart, refuse_unsafe_start
+    from asrserve.auth.cli import UnsafeStart, install_env_keys, refuse_unsafe_start
     from asrserve.engine.sources import resolve_models
 
     resolve_models(settings)  # fail fast, with a clear message, before binding the port
     try:
+        install_env_keys(settings)
         refuse_unsafe_start(settings)
     except UnsafeStart as exc:
         print(f"asrserve: {exc}", file=sys.stderr)

@@ -11,12 +11,13 @@ import asyncio
 import faulthandler
 import logging
 import signal
+from collections.abc import Callable
 
-from prometheus_client import start_http_server
-
-from asrserve.backends import open_backend
+from asrserve.backends import Backend, open_backend
+from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.engine import loading
 from asrserve.metrics import Metrics
+from asrserve.node_http import ProbeServer
 from asrserve.runtime import STOP_BOUND_S, EngineFactory, start_inference
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
@@ -50,6 +51,26 @@ def _awaits(task: asyncio.Task[object]) -> list[str]:
     return where
 
 
+_UNREACHABLE: tuple[type[Exception], ...] = (TimeoutError, *REDIS_ERRORS)
+
+
+def _pinger(backend: Backend, loop: asyncio.AbstractEventLoop) -> Callable[[], bool]:
+    """The probe server's readiness check, from its own thread: the broker answers a ping
+    sent on the node's loop within a second (a stuck loop is not ready either)."""
+
+    async def ping() -> None:
+        await backend.ping()
+
+    def reachable() -> bool:
+        try:
+            asyncio.run_coroutine_threadsafe(ping(), loop).result(timeout=1.0)
+        except _UNREACHABLE:
+            return False
+        return True
+
+    return reachable
+
+
 async def run_worker(settings: Settings, engine_factory: EngineFactory = loading.load) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -58,20 +79,24 @@ async def run_worker(settings: Settings, engine_factory: EngineFactory = loading
     backend = open_backend(settings)
     tasks = [asyncio.create_task(run(), name=run.__name__) for run in backend.background]
     metrics = Metrics()
-    exporter = None
+    probes = None
     if settings.metrics_port:  # the scheduler's and jobs' metrics, as an API node has them
         # No key: aggregate counters only (no job ids, keys or text), on --host (loopback by
-        # default); expose it to the scraper only (docs/security.md).
-        exporter, _ = start_http_server(
-            settings.metrics_port, settings.host, registry=metrics.registry
+        # default); expose it to the scraper only (docs/security.md). Probes beside them.
+        probes = ProbeServer(
+            settings.host, settings.metrics_port, metrics.registry, _pinger(backend, loop)
         )
-        log.info("worker metrics on http://%s:%d/metrics", settings.host, settings.metrics_port)
+        log.info("worker metrics and probes on http://%s:%d", settings.host, probes.port)
     try:
         inference = await start_inference(
             settings, backend, engine_factory, metrics, TrafficRecorder.from_settings(settings)
         )
         log.info("worker node %s ready", backend.node)
+        if probes is not None:
+            probes.ready.set()
         await stop.wait()
+        if probes is not None:
+            probes.ready.clear()  # draining: no longer ready, still alive
         log.info("worker node %s stopping: draining in-flight jobs", backend.node)
         # A shutdown stuck past its bound writes every thread's stack to the log and ends
         # the process (exit status 1), instead of hanging until someone kills it.
@@ -84,6 +109,6 @@ async def run_worker(settings: Settings, engine_factory: EngineFactory = loading
     finally:
         await cancel_all(tasks, STOP_BOUND_S)
         await backend.aclose()
-        if exporter is not None:
-            exporter.shutdown()
+        if probes is not None:
+            probes.close()
         log.info("worker node %s stopped", backend.node)

@@ -123,6 +123,25 @@ class Settings(BaseSettings):
     auth: AuthMode = Field(
         AuthMode.AUTO, description="API keys on /v1: auto = on unless bound to loopback only."
     )
+    api_key: str | None = Field(
+        None,
+        repr=False,
+        min_length=32,
+        description="A key's secret from the environment (a container's Secret): serve stores"
+        " it as the key named 'env' at start, replacing an older one of that name.",
+    )
+    admin_api_key: str | None = Field(
+        None,
+        repr=False,
+        min_length=32,
+        description="As api_key, for the admin key named 'env-admin' (/metrics, the scheduler).",
+    )
+    api_key_file: Path | None = Field(
+        None, description="A file holding api_key's secret (a mounted Secret); wins over api_key."
+    )
+    admin_api_key_file: Path | None = Field(
+        None, description="A file holding admin_api_key's secret (what Prometheus reads too)."
+    )
     webhook_allow: Annotated[tuple[str, ...], NoDecode] = Field(
         (), description="Hosts or CIDRs callbacks may reach although private (e.g. 10.0.0.0/8)."
     )

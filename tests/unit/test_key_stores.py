@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import redis.asyncio as aioredis
 
+from asrserve.auth.env_keys import EnvKey, RevokedEnvKey, UnreadableEnvKey, env_keys, install
 from asrserve.auth.keys import DuplicateName, KeyStore, hash_secret, new_key
 from asrserve.auth.redis import RedisKeyStore
 from asrserve.auth.sqlite import SqliteKeyStore
+from asrserve.settings import Settings
 from asrserve.sqlite import Database
 from tests.support.loop import Run
 
@@ -51,6 +55,26 @@ class KeyStoreContract:
         assert run(keys.charge("key_b", "2024-01-01", 1.0, 100.0)) == 1.0  # another key
         assert run(keys.charge("key_b", "2024-01-01", 1e9, float("inf"))) == 1e9 + 1.0
 
+    def test_env_keys_installed_once_rotated_and_never_revived(
+        self, keys: KeyStore, run: Run
+    ) -> None:
+        tenant = EnvKey("env", "asr_" + "t" * 40, admin=False)
+        admin = EnvKey("env-admin", "asr_" + "a" * 40, admin=True)
+        assert run(install(keys, [tenant, admin])) == ["env", "env-admin"]
+        stored = run(keys.find(hash_secret(tenant.secret)))
+        assert stored is not None and stored.name == "env" and not stored.admin
+        found_admin = run(keys.find(hash_secret(admin.secret)))
+        assert found_admin is not None and found_admin.admin
+        assert run(install(keys, [tenant, admin])) == []  # a restart changes nothing
+        assert len(run(keys.all())) == 2
+        rotated = EnvKey("env", "asr_" + "r" * 40, admin=False)
+        assert run(install(keys, [rotated])) == ["env"]
+        old = run(keys.find(hash_secret(tenant.secret)))
+        assert old is not None and old.revoked_at is not None  # the old secret stops working
+        assert {k.name for k in run(keys.active())} == {"env", "env-admin"}
+        with pytest.raises(RevokedEnvKey, match=old.id):
+            run(install(keys, [tenant]))  # a revoked secret is not brought back
+
 
 class TestSqliteKeyStore(KeyStoreContract):
     @pytest.fixture
@@ -66,3 +90,21 @@ class TestRedisKeyStore(KeyStoreContract):
     def test_usage_expires(self, keys: KeyStore, redis_client: aioredis.Redis, run: Run) -> None:
         run(keys.charge("key_a", "2024-01-01", 1.0, 10.0))
         assert 86400 < run(redis_client.ttl("test:usage:key_a:2024-01-01")) <= 2 * 86400
+
+
+def test_env_keys_read_their_files_first(tmp_path: Path) -> None:
+    tenant_file = tmp_path / "tenant"
+    tenant_file.write_text("asr_" + "f" * 40 + "\n", encoding="utf-8")  # as `echo` writes it
+    settings = Settings(
+        api_key="asr_" + "v" * 40, api_key_file=tenant_file, admin_api_key="asr_" + "a" * 40
+    )
+    assert env_keys(settings) == [
+        EnvKey("env", "asr_" + "f" * 40, admin=False),
+        EnvKey("env-admin", "asr_" + "a" * 40, admin=True),
+    ]
+    assert env_keys(Settings()) == []
+    tenant_file.write_text("short", encoding="utf-8")
+    with pytest.raises(UnreadableEnvKey, match="shorter than 32"):
+        env_keys(settings)
+    with pytest.raises(UnreadableEnvKey, match="cannot read"):
+        env_keys(Settings(admin_api_key_file=tmp_path / "missing"))

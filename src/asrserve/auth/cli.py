@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+from asrserve.auth.env_keys import RevokedEnvKey, UnreadableEnvKey, env_keys, install
 from asrserve.auth.keys import DuplicateName, KeyStore, new_key
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.settings import LOOPBACK_HOSTS, Settings
@@ -50,6 +51,20 @@ def run(args: argparse.Namespace) -> int:
         "revoke": lambda store: _revoke(store, args.key),
     }[args.keys_command]
     return _with_store(settings, command)
+
+
+def install_env_keys(settings: Settings) -> None:
+    """Store the keys the environment gives (env_keys.py); raise :class:`UnsafeStart` if one
+    of them was revoked or its file cannot be read."""
+    try:
+        wanted = env_keys(settings)
+        if not wanted:
+            return
+        installed = _with_store(settings, lambda store: install(store, wanted))
+    except (RevokedEnvKey, UnreadableEnvKey) as exc:
+        raise UnsafeStart(str(exc)) from None
+    for name in installed:
+        print(f"asrserve: stored the key '{name}' from the environment", file=sys.stderr)
 
 
 def refuse_unsafe_start(settings: Settings) -> None:

@@ -39,7 +39,26 @@ def new_key(
 ) -> tuple[str, ApiKey]:
     """A fresh secret and its record (which does not contain it)."""
     secret = PREFIX + secrets.token_urlsafe(32)
-    key = ApiKey(
+    key = key_for(
+        secret,
+        name,
+        admin=admin,
+        rate_limit_rpm=rate_limit_rpm,
+        audio_minutes_per_day=audio_minutes_per_day,
+    )
+    return secret, key
+
+
+def key_for(
+    secret: str,
+    name: str,
+    *,
+    admin: bool = False,
+    rate_limit_rpm: int | None = None,
+    audio_minutes_per_day: float | None = None,
+) -> ApiKey:
+    """The record of a key whose secret is ``secret`` (made here, or given by an operator)."""
+    return ApiKey(
         id=f"key_{secrets.token_hex(6)}",
         name=name,
         admin=admin,
@@ -48,7 +67,6 @@ def new_key(
         rate_limit_rpm=rate_limit_rpm,
         audio_minutes_per_day=audio_minutes_per_day,
     )
-    return secret, key
 
 
 def hash_secret(secret: str) -> str:
