@@ -44,8 +44,8 @@ system-deps:
 	bash scripts/system-deps.sh
 
 lint: $(VENV)/.stamp-test
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.stamp-test
