@@ -25,15 +25,15 @@ from tests.support.languages import base_model_dir, language_corpus  # noqa: E40
 from tests.support.real_speech import english, prompts  # noqa: E402
 
 from asrserve.audio.decode import decode  # noqa: E402
+from asrserve.bench.wer import wer  # noqa: E402
 from asrserve.engine.whisper import (  # noqa: E402
     EngineConfig,
     FasterWhisperEngine,
     bundled_model_path,
 )
+from asrserve.inference.direct import transcribe_file  # noqa: E402
 from asrserve.jobs.models import Task, TranscriptionOptions  # noqa: E402
-from asrserve.local import transcribe_file  # noqa: E402
 from asrserve.settings import Settings  # noqa: E402
-from asrserve.wer import wer  # noqa: E402
 
 Path_ = Callable[[Path, TranscriptionOptions], str]
 BEAM = 5

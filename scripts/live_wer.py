@@ -21,7 +21,7 @@ import numpy as np
 from websockets.sync.client import connect
 
 from asrserve.audio.decode import decode
-from asrserve.wer import wer
+from asrserve.bench.wer import wer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from asrserve.bench.corpus import Clip, build_corpus
 from asrserve.bench.redis_process import RedisProcess
-from asrserve.corpus import Clip, build_corpus
-from asrserve.corpus_languages import LanguageClip
 from asrserve.engine.base import Engine
+from tests.support.corpus_languages import LanguageClip
 from tests.support.servers import ROOT, Receiver, Server
 
 

@@ -21,8 +21,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
+from asrserve.bench.corpus import Clip
 from asrserve.bench.server import free_port
-from asrserve.corpus import Clip
 from tests.support.keys import auth, keys, new_key
 from tests.support.servers import Server
 from tests.support.wait import wait_until

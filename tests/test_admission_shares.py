@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from asrserve.audio.decode import decode
+from asrserve.bench.corpus import Clip
 from asrserve.bench.redis_process import RedisProcess
-from asrserve.corpus import Clip
 from tests.support.cluster import Cluster
 from tests.support.keys import auth
 from tests.support.payloads import opus

@@ -22,8 +22,8 @@ import openai
 import pytest
 
 from asrserve.audio.decode import decode
-from asrserve.corpus import Clip
-from asrserve.wer import wer, wer_one
+from asrserve.bench.corpus import Clip
+from asrserve.bench.wer import wer, wer_one
 from tests.support.api import submit_job, transcribe_text, wait_job
 from tests.support.servers import JFK, REAL_SPEECH, ROOT, Receiver
 from tests.support.signatures import verifies

@@ -48,8 +48,8 @@ import httpx
 import numpy as np
 import pytest
 
-from asrserve.corpus import Clip
-from asrserve.wer import wer_one
+from asrserve.bench.corpus import Clip
+from asrserve.bench.wer import wer_one
 from tests.support.api import wait_job
 from tests.support.errors import assert_error
 from tests.support.payloads import (

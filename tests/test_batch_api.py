@@ -16,8 +16,8 @@ import httpx
 import openai
 import pytest
 
-from asrserve.corpus import Clip
-from asrserve.wer import wer
+from asrserve.bench.corpus import Clip
+from asrserve.bench.wer import wer
 from tests.support.batches import (
     ENDPOINT,
     client_for,

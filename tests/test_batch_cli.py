@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
 from tests.support.servers import Server
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from asrserve.bench.ceiling import layouts
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
 from asrserve.engine.layout import usable_cores
 
 pytestmark = pytest.mark.slow

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from asrserve.cli import build_settings, parser
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
+from asrserve.cli.main import build_settings, parser
 from tests.support.servers import Server
 from tests.support.wait import wait_until
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from asrserve.corpus import SENTENCES, build_corpus, load_refs
-from asrserve.corpus_languages import LANGUAGES, build_language_corpus
-from asrserve.corpus_languages import SENTENCES as LANGUAGE_SENTENCES
-from asrserve.wer import normalize, wer, wer_one
+from asrserve.bench.corpus import SENTENCES, build_corpus, load_refs
+from asrserve.bench.wer import normalize, wer, wer_one
+from tests.support.corpus_languages import LANGUAGES, build_language_corpus
+from tests.support.corpus_languages import SENTENCES as LANGUAGE_SENTENCES
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, FilePayload, Page, sync_playwright
 
 from asrserve.api.dashboard.routes import RECENT_JOBS, percentile
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
 from asrserve.engine.layout import cpu_layout, usable_cores
 from tests.support.servers import Server
 

@@ -14,10 +14,10 @@ import httpx
 import openai
 import pytest
 
+from asrserve.bench.corpus import Clip
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.server import ServerProcess
-from asrserve.corpus import Clip
-from asrserve.wer import wer_one
+from asrserve.bench.wer import wer_one
 from tests.support.api import submit_job, transcribe_text, wait_job
 from tests.support.batches import create_batch, line, upload_audio
 from tests.support.cluster import Cluster

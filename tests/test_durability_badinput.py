@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from asrserve.corpus import Clip, convert
-from asrserve.wer import wer_one
+from asrserve.bench.corpus import Clip, convert
+from asrserve.bench.wer import wer_one
 from tests.support.api import wait_job
 from tests.support.db import read_db
 from tests.support.errors import assert_error

@@ -14,13 +14,13 @@ import pytest
 
 from asrserve.audio.decode import decode
 from asrserve.audio.features import prepare
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
+from asrserve.bench.wer import wer
 from asrserve.engine.base import Engine
+from asrserve.inference.direct import transcribe_prepared
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.local import transcribe_prepared
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
-from asrserve.wer import wer
 from tests.support.real_speech import english
 from tests.support.servers import REAL_SPEECH, ROOT
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from asrserve.audio.features import prepare
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
+from asrserve.bench.wer import wer
 from asrserve.engine.base import Engine
+from asrserve.inference.direct import transcribe_prepared
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.local import transcribe_prepared
-from asrserve.wer import wer
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_an_unloaded_model_gives_its_memory_back() -> None:
     """Idle unload: after unload/reload cycles, each with a transcription, the process's RSS
     once unloaded is below its RSS loaded by at least a third of the weights (tiny.en int8: 72
     MiB). glibc kept the freed weights in its arenas (RSS above the loaded figure after 10
-    cycles) until the unload returned them (``asrserve/memory.py``). Its own process."""
+    cycles) until the unload returned them (``asrserve/engine/memory.py``). Its own process."""
     script = [sys.executable, "-m", "tests.support.unload_rss", "10"]
     done = subprocess.run(script, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr

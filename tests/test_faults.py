@@ -26,8 +26,8 @@ from fastapi.testclient import TestClient
 
 from asrserve.api.errors import install_error_handlers
 from asrserve.api.uploads import UploadGate, UploadLimits, receive_upload
-from asrserve.corpus import Clip
-from asrserve.storage import DISK_RESERVE_BYTES, free_bytes
+from asrserve.backends.disk import DISK_RESERVE_BYTES, free_bytes
+from asrserve.bench.corpus import Clip
 from tests.support.api import wait_job
 from tests.support.db import read_db
 from tests.support.faults import (

@@ -17,9 +17,9 @@ import httpx
 import numpy as np
 import pytest
 
+from asrserve.bench.corpus import Clip, write_wav
 from asrserve.bench.hostile import with_pictures
 from asrserve.bench.soak import RssSampler, rss_bytes
-from asrserve.corpus import Clip, write_wav
 from tests.support.keys import auth, new_key
 from tests.support.payloads import Speech, flac_total_samples
 from tests.support.servers import Server

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
 from tests.support.keys import auth, new_key
 from tests.support.raw_http import raw_upload, read_response
 from tests.support.servers import Server

@@ -21,10 +21,10 @@ import httpx
 import openai
 import pytest
 
-from asrserve.corpus import Clip
-from asrserve.corpus_languages import LanguageClip
+from asrserve.bench.corpus import Clip
+from asrserve.bench.wer import wer
 from asrserve.engine.fallback import TEMPERATURES, compression_ratio, repeats_phrase
-from asrserve.wer import wer
+from tests.support.corpus_languages import LanguageClip
 from tests.support.languages import (
     MODEL_CACHE,
     REAL_LANGUAGES,

@@ -16,9 +16,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from asrserve.audio.decode import decode
+from asrserve.bench.corpus import Clip
 from asrserve.bench.live import pcm16
-from asrserve.corpus import Clip
-from asrserve.wer import wer
+from asrserve.bench.wer import wer
 from tests.support.servers import JFK, REAL_SPEECH, Server
 
 pytestmark = pytest.mark.slow

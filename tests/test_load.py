@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from asrserve.bench.corpus import Clip
 from asrserve.bench.soak import RssSampler, rss_bytes
-from asrserve.corpus import Clip
 from tests.support.api import wait_job
 from tests.support.servers import Server
 

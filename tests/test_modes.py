@@ -19,10 +19,10 @@ import httpx
 import openai
 import pytest
 
+from asrserve.bench.corpus import Clip
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.server import ServerProcess, free_port
-from asrserve.corpus import Clip
-from asrserve.wer import wer_one
+from asrserve.bench.wer import wer_one
 from tests.support.api import submit_job, transcribe, wait_job
 from tests.support.batches import ENDPOINT, create_batch, line, upload_audio
 from tests.support.cluster import Cluster

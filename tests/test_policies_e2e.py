@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from asrserve.corpus import Clip
-from asrserve.wer import wer
+from asrserve.bench.corpus import Clip
+from asrserve.bench.wer import wer
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.slow

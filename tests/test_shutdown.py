@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from asrserve.corpus import Clip
-from asrserve.wer import wer_one
+from asrserve.bench.corpus import Clip
+from asrserve.bench.wer import wer_one
 from tests.support.api import wait_job
 from tests.support.db import read_db
 from tests.support.faults import JOBS, upload_files, wait_running

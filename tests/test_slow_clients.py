@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
 from tests.support.faults import (
     FILES,
     JOBS,

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
 from tests.support.api import transcribe_text
 from tests.support.servers import Server
 

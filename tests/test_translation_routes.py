@@ -23,7 +23,7 @@ import openai
 import pytest
 
 from asrserve.audio.decode import decode
-from asrserve.wer import wer_one
+from asrserve.bench.wer import wer_one
 from tests.support.batches import client_for, create_batch, ended, line, wait_for
 from tests.support.servers import JFK, REAL_SPEECH, Server
 

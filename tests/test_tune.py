@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from asrserve.batcher.stats import BatchRecord
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions
 from asrserve.settings import Settings
 from asrserve.tune.chunks import chunk_durations, window_frames

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from asrserve.corpus import Clip
-from asrserve.wer import wer_one
+from asrserve.bench.corpus import Clip
+from asrserve.bench.wer import wer_one
 from tests.support.api import submit_job, transcribe_text, wait_job
 from tests.support.servers import Server
 from tests.support.wait import wait_until

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from asrserve.bench.corpus import Clip
 from asrserve.bench.redis_process import RedisProcess
-from asrserve.corpus import Clip
 from tests.support.api import submit_job
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_until

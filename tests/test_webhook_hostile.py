@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
-from asrserve.corpus import Clip
+from asrserve.backends.sqlite import Database
+from asrserve.bench.corpus import Clip
 from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus, new_job_id
 from asrserve.jobs.sqlite import SqliteJobStore
-from asrserve.sqlite import Database
 from tests.support.servers import Server
 from tests.support.wait import wait_until
 

@@ -7,12 +7,12 @@ import os
 import sys
 from collections.abc import Callable
 
-from asrserve import transcriber
-from asrserve.cli import main
+from asrserve.cli.main import main
+from asrserve.inference import transcriber
+from asrserve.inference.preprocess_stats import PreprocessStats
+from asrserve.inference.priority_pool import PriorityPool
+from asrserve.inference.progress import Report, ignore
 from asrserve.jobs.models import Job
-from asrserve.preprocess_stats import PreprocessStats
-from asrserve.priority_pool import PriorityPool
-from asrserve.progress import Report, ignore
 from asrserve.transcript import Transcript
 
 _transcribe = transcriber.Transcriber.transcribe

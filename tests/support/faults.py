@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
 from tests.support.servers import Server
 from tests.support.wait import wait_until
 

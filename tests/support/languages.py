@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asrserve.corpus_languages import LanguageClip, build_language_corpus
+from asrserve.bench.wer import wer
 from asrserve.engine.sources import resolve
-from asrserve.wer import wer
+from tests.support.corpus_languages import LanguageClip, build_language_corpus
 from tests.support.real_speech import prompts
 from tests.support.servers import ROOT
 

@@ -11,7 +11,7 @@ from typing import Any
 import av
 import numpy as np
 
-from asrserve.corpus import Clip, encode
+from asrserve.bench.corpus import Clip, encode
 
 
 def wav_bytes(

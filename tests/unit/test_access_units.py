@@ -11,9 +11,9 @@ import pytest
 
 from asrserve.jobs.models import WebhookStatus
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url, resolve
+from asrserve.service.signing import Signer
+from asrserve.service.webhooks import Owed, WebhookSender
 from asrserve.settings import Settings
-from asrserve.signing import Signer
-from asrserve.webhooks import Owed, WebhookSender
 
 
 @pytest.mark.parametrize(

@@ -21,15 +21,15 @@ from hypothesis import strategies as st
 from asrserve.admission.base import Admission
 from asrserve.admission.local import LocalAdmission
 from asrserve.admission.redis import RedisAdmission
+from asrserve.backends.redis import connect
+from asrserve.backends.sqlite import Database
 from asrserve.cluster.local import LocalRegistry
 from asrserve.cluster.redis import RedisRegistry
-from asrserve.distributed.connection import connect
 from asrserve.jobs.models import Job, JobError, Priority
 from asrserve.jobs.redis import RedisJobStore
 from asrserve.jobs.sqlite import SqliteJobStore
 from asrserve.jobs.store import JobStore
 from asrserve.settings import Settings
-from asrserve.sqlite import Database
 from asrserve.transcript import Transcript
 from tests.support.loop import Run
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from asrserve.backends.sqlite import Database
 from asrserve.jobs.models import (
     Job,
     JobError,
@@ -24,7 +25,6 @@ from asrserve.jobs.sqlite import SCHEMA, SqliteJobStore
 from asrserve.jobs.store import JobStore
 from asrserve.queue.base import Queue
 from asrserve.queue.sqlite import SqliteQueue
-from asrserve.sqlite import Database
 from tests.support.contracts import QueueContract
 from tests.support.fakes import transcript
 from tests.support.loop import Run

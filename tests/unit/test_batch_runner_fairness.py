@@ -12,16 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from asrserve.backends import open_backend
+from asrserve.backends.backend import open_backend
 from asrserve.batch_api.models import Batch, BatchStatus
-from asrserve.batch_api.runner import CANCEL_STEP, BatchRunner
 from asrserve.batch_api.store import BatchStore
-from asrserve.corpus import write_wav
+from asrserve.bench.corpus import write_wav
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.jobs.models import JobStatus
-from asrserve.service import Service
+from asrserve.service.batch_runner import CANCEL_STEP, BatchRunner
+from asrserve.service.jobs import Service
 from asrserve.settings import Settings
 
 CATALOG = Catalog.of([ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)])

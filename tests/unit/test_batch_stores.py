@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 import redis.asyncio as aioredis
 
+from asrserve.backends.sqlite import Database
 from asrserve.batch_api.models import Batch, BatchItem, BatchStatus
 from asrserve.batch_api.redis import RedisBatchStore
 from asrserve.batch_api.sqlite import SqliteBatchStore
@@ -16,7 +17,6 @@ from asrserve.files.redis import RedisFileStore
 from asrserve.files.sqlite import SqliteFileStore
 from asrserve.files.store import FileStore
 from asrserve.jobs.models import JobError, WebhookStatus
-from asrserve.sqlite import Database
 from tests.support.loop import Run
 
 

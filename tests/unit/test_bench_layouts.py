@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asrserve.bench.runner import policy_env
-from asrserve.cli import parser
+from asrserve.cli.main import parser
 
 
 def test_a_plain_policy_leaves_the_layout_to_the_server() -> None:

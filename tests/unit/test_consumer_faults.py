@@ -10,14 +10,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from asrserve.backends import open_backend
+from asrserve.backends.backend import open_backend
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
-from asrserve.consumer import Consumer, Lane
-from asrserve.corpus import Clip
+from asrserve.bench.corpus import Clip
+from asrserve.inference.consumer import Consumer, Lane
+from asrserve.inference.priority_pool import PriorityPool
+from asrserve.inference.runtime import requeue_lost
 from asrserve.jobs.models import Job, JobStatus, Priority
-from asrserve.priority_pool import PriorityPool
-from asrserve.runtime import requeue_lost
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine
 

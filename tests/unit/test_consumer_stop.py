@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from asrserve.backends import open_backend
+from asrserve.backends.backend import open_backend
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
-from asrserve.consumer import Consumer, Lane
+from asrserve.inference.consumer import Consumer, Lane
+from asrserve.inference.priority_pool import PriorityPool
 from asrserve.jobs.models import Job, Priority
-from asrserve.priority_pool import PriorityPool
 from asrserve.queue.base import Delivery, Queue
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine

@@ -11,8 +11,8 @@ from asrserve.auth.env_keys import EnvKey, RevokedEnvKey, UnreadableEnvKey, env_
 from asrserve.auth.keys import DuplicateName, KeyStore, hash_secret, new_key
 from asrserve.auth.redis import RedisKeyStore
 from asrserve.auth.sqlite import SqliteKeyStore
+from asrserve.backends.sqlite import Database
 from asrserve.settings import Settings
-from asrserve.sqlite import Database
 from tests.support.loop import Run
 
 

@@ -4,9 +4,9 @@ for its jobs to finish)."""
 
 from __future__ import annotations
 
-from asrserve.consumer import Lane, _limits
+from asrserve.inference.consumer import Lane, _limits
+from asrserve.inference.priority_pool import PriorityPool
 from asrserve.jobs.models import Priority
-from asrserve.priority_pool import PriorityPool
 
 INTERACTIVE, ASYNC = Priority.INTERACTIVE, Priority.ASYNC
 

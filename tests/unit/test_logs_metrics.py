@@ -10,7 +10,7 @@ import types
 import pytest
 
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
-from asrserve.logs import JsonFormatter
+from asrserve.cli.logs import JsonFormatter
 from asrserve.metrics import Metrics
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from asrserve.cli import build_settings, parser
+from asrserve.cli.main import build_settings, parser
 from asrserve.engine.base import ModelNotFoundError
 from asrserve.engine.packaged import BASE, package_dir
 from asrserve.engine.sources import HUB_NAMES, ModelSource, resolve, resolve_models

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client import CollectorRegistry, Counter
 
-from asrserve.node_http import ProbeServer
+from asrserve.inference.probe_server import ProbeServer
 
 
 def test_liveness_readiness_and_metrics() -> None:

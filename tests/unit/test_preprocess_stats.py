@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from asrserve.backends import open_backend
-from asrserve.corpus import Clip
+from asrserve.backends.backend import open_backend
+from asrserve.bench.corpus import Clip
+from asrserve.inference.preprocess_stats import PreprocessStats, bound
+from asrserve.inference.runtime import start_inference
 from asrserve.jobs.models import Job, Priority
 from asrserve.metrics import Metrics
-from asrserve.preprocess_stats import PreprocessStats, bound
-from asrserve.runtime import start_inference
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine
 

@@ -8,7 +8,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from asrserve.priority_pool import PriorityPool
+from asrserve.inference.priority_pool import PriorityPool
 
 
 def occupy(pool: PriorityPool, gate: threading.Event) -> Future[bool]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 from asrserve.audio.chunk import Timeline, restore
+from asrserve.backends.sqlite import Database
 from asrserve.engine.base import SAMPLING_RATE, RawSegment
 from asrserve.events.local import LocalEvents
+from asrserve.inference.progress import ProgressWriter, WindowProgress
 from asrserve.jobs.models import Job, Progress
 from asrserve.jobs.sqlite import SqliteJobStore
-from asrserve.progress import ProgressWriter, WindowProgress
-from asrserve.sqlite import Database
 from tests.support.fakes import raw_segment
 from tests.support.loop import Run
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from asrserve.cli import build_settings, parser, serves_inference
+from asrserve.cli.main import build_settings, parser, serves_inference
 from asrserve.settings import RENAMED, Settings
 
 

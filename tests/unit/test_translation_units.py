@@ -11,15 +11,15 @@ import pytest
 from asrserve.api.model_routes import model_card
 from asrserve.audio.decode import decode
 from asrserve.audio.raw import wrap_raw_pcm
-from asrserve.batch_api.cli import Ask
 from asrserve.batch_api.models import ENDPOINT, TRANSLATIONS
-from asrserve.cli import local_options, parser
-from asrserve.cli import transcribe as transcribe_command
+from asrserve.cli.batch import Ask
+from asrserve.cli.main import local_options, parser
+from asrserve.cli.main import transcribe as transcribe_command
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.languages import LANGUAGE_NAMES, language_name
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import Task
-from asrserve.languages import LANGUAGE_NAMES, language_name
 from asrserve.requests import parse_request
 from asrserve.settings import Settings
 

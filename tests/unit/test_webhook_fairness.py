@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 
 from asrserve.jobs.models import WebhookStatus
+from asrserve.service.signing import Signer
+from asrserve.service.webhooks import Owed, WebhookSender
 from asrserve.settings import Settings
-from asrserve.signing import Signer
-from asrserve.webhooks import Owed, WebhookSender
 
 SLOW = "http://127.0.0.1:9/slow"  # answers when the test ends
 FAST = "http://127.0.0.1:9/fast"

@@ -21,7 +21,7 @@ from asrserve.api.errors import ApiError, broker_unavailable
 from asrserve.auth.keys import ApiKey, KeyStore, hash_secret
 from asrserve.auth.limits import RateLimiter
 from asrserve.auth.principal import OPEN, Principal
-from asrserve.distributed.connection import REDIS_ERRORS
+from asrserve.backends.redis import REDIS_ERRORS
 from asrserve.errors import error_body
 from asrserve.settings import Settings
 

@@ -28,7 +28,7 @@ from asrserve.errors import shown
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.jobs.models import Priority
 from asrserve.requests import lone_surrogate, parse_callback
-from asrserve.service import check_callback
+from asrserve.service.jobs import check_callback
 from asrserve.settings import Settings
 
 router = APIRouter(prefix="/v1/batches")

@@ -1,4 +1,4 @@
-"""What routes reach through ``request.app.state``: one context, wired by ``app.py``."""
+"""What routes reach through ``request.app.state``: one context, wired by ``api/app.py``."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from asrserve.engine.catalog import Catalog
 from asrserve.files.store import FileStore
 from asrserve.live.sessions import Live, NoLive
 from asrserve.metrics import Metrics
-from asrserve.service import Service
+from asrserve.service.jobs import Service
 
 P = ParamSpec("P")
 T = TypeVar("T")

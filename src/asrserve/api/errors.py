@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from asrserve.distributed.connection import REDIS_ERRORS, RETRY_AFTER_S
+from asrserve.backends.redis import REDIS_ERRORS, RETRY_AFTER_S
 from asrserve.errors import STATUS_OF_KIND, AsrError, RateLimited, error_body, shown
 
 log = logging.getLogger(__name__)

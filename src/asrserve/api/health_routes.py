@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.errors import ApiError, broker_unavailable
-from asrserve.distributed.connection import REDIS_ERRORS
+from asrserve.backends.redis import REDIS_ERRORS
 
 router = APIRouter()
 

@@ -39,8 +39,8 @@ from starlette.requests import ClientDisconnect, Request
 from asrserve.api.access import caller
 from asrserve.api.errors import ApiError
 from asrserve.api.json_body import lift as lift_body_limit
+from asrserve.backends.disk import DISK_RESERVE_BYTES, free_bytes
 from asrserve.settings import Settings
-from asrserve.storage import DISK_RESERVE_BYTES, free_bytes
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import sqlite3
 import time
 
 from asrserve.auth.keys import ApiKey, DuplicateName, KeyStore
-from asrserve.sqlite import Database
+from asrserve.backends.sqlite import Database
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (

@@ -31,7 +31,7 @@ from asrserve.audio.decode import decode
 from asrserve.bench.load import AudioFile
 from asrserve.bench.runner import policy_env
 from asrserve.bench.server import ServerProcess
-from asrserve.wer import wer
+from asrserve.bench.wer import wer
 
 RATE = 24000
 FRAME_S = 0.1

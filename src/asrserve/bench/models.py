@@ -24,7 +24,7 @@ import httpx
 
 from asrserve.bench.load import AudioFile, Sample, limits, send
 from asrserve.bench.server import ServerProcess
-from asrserve.wer import wer
+from asrserve.bench.wer import wer
 
 ALONE, TOGETHER = "alone", "together"
 

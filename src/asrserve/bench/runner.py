@@ -15,12 +15,12 @@ import httpx
 
 from asrserve.audio.decode import decode
 from asrserve.bench.ceiling import Ceiling
+from asrserve.bench.corpus import build_corpus, load_refs
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
 from asrserve.bench.server import ServerProcess
-from asrserve.corpus import build_corpus, load_refs
+from asrserve.bench.wer import wer
 from asrserve.engine.layout import usable_cores
 from asrserve.settings import ENV_PREFIX, Settings
-from asrserve.wer import wer
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".webm", ".mp4"}
 # The settings a report's ``meta.settings`` records, defaults included: those that move its

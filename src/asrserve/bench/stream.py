@@ -22,9 +22,9 @@ import httpx
 import numpy as np
 
 from asrserve.audio.decode import decode
+from asrserve.bench.corpus import write_wav
 from asrserve.bench.load import AudioFile
 from asrserve.bench.server import ServerProcess
-from asrserve.corpus import write_wav
 from asrserve.engine.base import SAMPLING_RATE
 
 GAP_S = 1.0

@@ -20,8 +20,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from asrserve.backends.redis import REDIS_ERRORS
 from asrserve.cluster.base import Duties, Lease, WorkerRegistry
-from asrserve.distributed.connection import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from asrserve.engine.fallback import (
     silent,
     temperatures,
 )
+from asrserve.engine.memory import give_back
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.memory import give_back
 from asrserve.transcript import Segment, Transcript, Word
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class SharedWeights:
             time.sleep(delay)  # a back-off on CTranslate2's own counter, which has no event
             pool.unload_model()
             if not pool.model_is_loaded:
-                give_back()  # else the freed weights stay in the RSS (asrserve/memory.py)
+                give_back()  # else the freed weights stay in the RSS (asrserve/engine/memory.py)
                 return
         log.warning("CTranslate2 kept its model loaded: a batch was still active")
 

@@ -17,7 +17,7 @@ import secrets
 
 import redis.asyncio as aioredis
 
-from asrserve.distributed.connection import REDIS_ERRORS
+from asrserve.backends.redis import REDIS_ERRORS
 from asrserve.events.base import Finished, JobEvents
 
 log = logging.getLogger(__name__)

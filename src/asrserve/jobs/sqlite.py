@@ -7,9 +7,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from asrserve.backends.sqlite import Database, page_filter
 from asrserve.jobs.models import Backlog, Job, JobStatus, WebhookStatus
 from asrserve.jobs.store import JobStore, Mutation
-from asrserve.sqlite import Database, page_filter
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (

@@ -1,6 +1,6 @@
 """A discrete-event simulation of the service: claim, preprocess, batch, run.
 
-It follows ``consumer.py`` and ``batcher/scheduler.py``. A request is claimed from the
+It follows ``inference/consumer.py`` and ``batcher/scheduler.py``. A request is claimed from the
 queue (priority, then arrival) by its lane: online requests while fewer than ``prefetch``
 online jobs are in flight, Batch API (offline) ones within their own
 ``offline_prefetch``. After its preprocessing time (the model's overhead) it is cut into

@@ -26,11 +26,11 @@ from asrserve.batch_api.requests import InvalidInput, RequestLine, parse_input
 from asrserve.batch_api.store import BatchStore
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import AsrError, NotFound, QuotaExceeded
-from asrserve.fairness import round_robin
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
 from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus
-from asrserve.service import Service
+from asrserve.service.fairness import round_robin
+from asrserve.service.jobs import Service
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)

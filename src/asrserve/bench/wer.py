@@ -5,7 +5,7 @@ scoring, so casing, punctuation and spacing differences never count as errors.
 Accents are kept (in Spanish ``está`` and ``esta`` are different words), however they
 are encoded, and ``¿``/``¡`` count as punctuation.
 Number words are *not* mapped to digits (or vice versa): the synthetic corpus
-in :mod:`asrserve.corpus` deliberately contains no digits, so a transcript
+in :mod:`asrserve.bench.corpus` deliberately contains no digits, so a transcript
 that writes "9" for "nine" is counted as a substitution.
 """
 

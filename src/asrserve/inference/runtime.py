@@ -15,21 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asrserve.audio.allocations import cap_ffmpeg_allocations
-from asrserve.backends import Backend
+from asrserve.backends.backend import Backend
+from asrserve.backends.redis import REDIS_ERRORS
 from asrserve.batcher.device import Device
 from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
 from asrserve.cluster.base import WorkerRegistry
-from asrserve.consumer import Consumer, Lane
-from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.engine.base import Engine, ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.loading import layout, resolve_device
+from asrserve.inference.consumer import Consumer, Lane
+from asrserve.inference.preprocess_stats import PreprocessStats, bound
+from asrserve.inference.priority_pool import PriorityPool
 from asrserve.jobs.models import Job, Priority
 from asrserve.metrics import Metrics
-from asrserve.preprocess_stats import PreprocessStats, bound
-from asrserve.priority_pool import PriorityPool
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import cancel_all

@@ -3,7 +3,7 @@
 The owner's stored row says whether a delivery is owed (``webhook_status = pending``), so
 deliveries survive a restart. Failed attempts back off exponentially; every attempt is
 recorded. Sources (jobs, batches) say what is owed; the sender only delivers, each
-delivery signed with its API key's secret (:mod:`asrserve.signing`).
+delivery signed with its API key's secret (:mod:`asrserve.service.signing`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import httpx
 from asrserve import outbound
 from asrserve.batch_api.models import Batch
 from asrserve.batch_api.store import BatchStore
-from asrserve.fairness import round_robin
 from asrserve.jobs.models import Job, WebhookStatus
 from asrserve.jobs.store import JobStore
+from asrserve.service.fairness import round_robin
+from asrserve.service.signing import Signer
 from asrserve.settings import Settings
-from asrserve.signing import Signer
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)

@@ -16,15 +16,15 @@ from asrserve.audio.probes import Probes
 from asrserve.auth import quota
 from asrserve.auth.keys import KeyStore
 from asrserve.auth.principal import OPEN, Principal
-from asrserve.backends import Backend
+from asrserve.backends.backend import Backend
 from asrserve.errors import InvalidRequest
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
 from asrserve.jobs.store import JobStore
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
+from asrserve.service.signing import Signer
 from asrserve.settings import MIB, Settings
-from asrserve.signing import Signer
 from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import wait_event
 

@@ -13,12 +13,12 @@ import logging
 import signal
 from collections.abc import Callable
 
-from asrserve.backends import Backend, open_backend
-from asrserve.distributed.connection import REDIS_ERRORS
+from asrserve.backends.backend import Backend, open_backend
+from asrserve.backends.redis import REDIS_ERRORS
 from asrserve.engine import loading
+from asrserve.inference.probe_server import ProbeServer
+from asrserve.inference.runtime import STOP_BOUND_S, EngineFactory, start_inference
 from asrserve.metrics import Metrics
-from asrserve.node_http import ProbeServer
-from asrserve.runtime import STOP_BOUND_S, EngineFactory, start_inference
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import cancel_all

@@ -15,10 +15,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from asrserve.batcher.policies import POLICIES
+from asrserve.cli.logs import configure as configure_logging
 from asrserve.engine.base import ModelNotFoundError
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.logs import configure as configure_logging
 from asrserve.settings import EncoderWindow, Settings, warn_renamed
 
 # flag -> (settings field, type, help)
@@ -144,12 +144,12 @@ def parser() -> argparse.ArgumentParser:
 
     add_tune_arguments(tune)
     keys = commands.add_parser("keys", help="create, list or revoke API keys")
-    from asrserve.auth.cli import add_arguments as add_keys_arguments
+    from asrserve.cli.keys import add_arguments as add_keys_arguments
 
     add_keys_arguments(keys)
     batch = commands.add_parser("batch", help="transcribe a folder through the Batch API")
-    from asrserve.batch_api.cli import add_arguments as add_batch_arguments
-    from asrserve.batch_api.cli import add_task_arguments
+    from asrserve.cli.batch import add_arguments as add_batch_arguments
+    from asrserve.cli.batch import add_task_arguments
 
     add_batch_arguments(batch)
     transcribe.add_argument("files", nargs="+", type=Path)
@@ -172,8 +172,8 @@ SERVICE_COMMANDS = frozenset({"serve", "worker"})
 TOOLS = {
     "bench": "asrserve.bench.cli",
     "tune": "asrserve.tune.cli",
-    "batch": "asrserve.batch_api.cli",
-    "keys": "asrserve.auth.cli",
+    "batch": "asrserve.cli.batch",
+    "keys": "asrserve.cli.keys",
 }
 
 
@@ -225,8 +225,8 @@ def serves_inference(args: argparse.Namespace, settings: Settings) -> bool:
 def serve(settings: Settings, *, inference: bool = True) -> int:
     import uvicorn
 
-    from asrserve.app import create_app
-    from asrserve.auth.cli import UnsafeStart, install_env_keys, refuse_unsafe_start
+    from asrserve.api.app import create_app
+    from asrserve.cli.keys import UnsafeStart, install_env_keys, refuse_unsafe_start
     from asrserve.engine.sources import resolve_models
 
     resolve_models(settings)  # fail fast, with a clear message, before binding the port
@@ -254,7 +254,7 @@ def work(settings: Settings) -> int:
     import logging
 
     from asrserve.engine.sources import resolve_models
-    from asrserve.node import run_worker
+    from asrserve.inference.node import run_worker
 
     if settings.broker is None:
         print("asrserve: a worker node needs --broker redis://HOST:PORT/DB", file=sys.stderr)
@@ -285,7 +285,7 @@ def transcribe(
     from asrserve.audio.errors import AudioError
     from asrserve.engine import loading
     from asrserve.formats import ResponseFormat, render
-    from asrserve.local import transcribe_file
+    from asrserve.inference.direct import transcribe_file
 
     try:
         options = local_options(settings, task, language)

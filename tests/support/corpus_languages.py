@@ -1,6 +1,6 @@
 """Synthetic non-English speech with known English translations, built with espeak-ng.
 
-The multilingual counterpart of :mod:`asrserve.corpus`: for German, Spanish, Italian and
+The multilingual counterpart of :mod:`asrserve.bench.corpus`: for German, Spanish, Italian and
 Portuguese, each clip is two everyday sentences spoken by that language's espeak-ng voice, with
 the original text and a literal English translation, so language detection, transcription and
 translation can all be scored. espeak-ng's French is left out: Whisper base does not recognise it.
@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from asrserve.corpus import convert, exclusive, synthesize
+from asrserve.bench.corpus import convert, exclusive, synthesize
 
 __all__ = ["LANGUAGES", "SENTENCES", "LanguageClip", "build_language_corpus"]
 

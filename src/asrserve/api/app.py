@@ -41,27 +41,27 @@ from asrserve.api.request_metrics import request_metrics
 from asrserve.api.schemas import job_view
 from asrserve.api.uploads import UploadGate, UploadLimits
 from asrserve.api.waits import WaitGate
-from asrserve.backends import Backend, open_backend
+from asrserve.backends.backend import Backend, open_backend
 from asrserve.batch_api.models import Batch
-from asrserve.batch_api.runner import BatchRunner
 from asrserve.cluster.base import supervised
 from asrserve.cluster.merge import merge
 from asrserve.engine import loading
 from asrserve.engine.catalog import Catalog
 from asrserve.events import Finished
-from asrserve.jobs.models import Priority
-from asrserve.live.decoder import LiveDecoder
-from asrserve.live.sessions import LiveSessions
-from asrserve.runtime import (
+from asrserve.inference.runtime import (
     EngineFactory,
     Inference,
     start_inference,
     sweep_audio,
 )
-from asrserve.service import Service
+from asrserve.jobs.models import Priority
+from asrserve.live.decoder import LiveDecoder
+from asrserve.live.sessions import LiveSessions
+from asrserve.service.batch_runner import BatchRunner
+from asrserve.service.jobs import Service
+from asrserve.service.webhooks import BatchWebhooks, JobWebhooks, WebhookSender, WebhookSource
 from asrserve.settings import Settings
 from asrserve.tune.recorder import TrafficRecorder
-from asrserve.webhooks import BatchWebhooks, JobWebhooks, WebhookSender, WebhookSource
 
 log = logging.getLogger(__name__)
 

@@ -20,18 +20,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from asrserve.backends import Backend
+from asrserve.backends.backend import Backend
+from asrserve.backends.redis import REDIS_ERRORS
 from asrserve.batcher.scheduler import DeadlineExceeded, RunTimeout, Scheduler
-from asrserve.distributed.connection import REDIS_ERRORS
 from asrserve.errors import AsrError
 from asrserve.events import Finished
+from asrserve.inference.preprocess_stats import PreprocessStats
+from asrserve.inference.priority_pool import PriorityPool
+from asrserve.inference.progress import ProgressWriter
+from asrserve.inference.transcriber import Transcriber
 from asrserve.jobs.models import Job, JobError, Priority
-from asrserve.preprocess_stats import PreprocessStats
-from asrserve.priority_pool import PriorityPool
-from asrserve.progress import ProgressWriter
 from asrserve.queue.base import Delivery
 from asrserve.settings import Settings
-from asrserve.transcriber import Transcriber
 from asrserve.transcript import Transcript
 from asrserve.waiting import cancel_all
 

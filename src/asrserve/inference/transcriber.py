@@ -15,13 +15,13 @@ from asrserve.audio.decode import decode
 from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
-from asrserve.backends import Backend
+from asrserve.backends.backend import Backend
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegment
+from asrserve.inference.preprocess_stats import JobPool, PreprocessStats
+from asrserve.inference.priority_pool import PriorityPool
+from asrserve.inference.progress import Report, WindowProgress, ignore
 from asrserve.jobs.models import Job, Progress, Task, TranscriptionOptions
-from asrserve.preprocess_stats import JobPool, PreprocessStats
-from asrserve.priority_pool import PriorityPool
-from asrserve.progress import Report, WindowProgress, ignore
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
 

@@ -17,8 +17,8 @@ from typing import TypeVar
 from asrserve.auth.env_keys import RevokedEnvKey, UnreadableEnvKey, env_keys, install
 from asrserve.auth.keys import DuplicateName, KeyStore, new_key
 from asrserve.auth.sqlite import SqliteKeyStore
+from asrserve.backends.sqlite import Database
 from asrserve.settings import LOOPBACK_HOSTS, Settings
-from asrserve.sqlite import Database
 
 T = TypeVar("T")
 
@@ -93,7 +93,7 @@ async def _call(command: Callable[[KeyStore], Awaitable[T]], settings: Settings)
     """The key store of the mode ``serve`` would run in: SQLite, or the shared Redis."""
     if settings.broker is not None:
         from asrserve.auth.redis import RedisKeyStore
-        from asrserve.distributed.connection import connect
+        from asrserve.backends.redis import connect
 
         client = connect(settings.broker)
         try:

@@ -1,0 +1,1 @@
+"""The ``asrserve`` commands: serve, worker, transcribe, keys, batch (and the tooling's)."""

@@ -1,1 +1,0 @@
-"""The distributed mode: API and worker nodes sharing one Redis (see docs/deployment.md)."""

@@ -1,0 +1,1 @@
+"""Use cases: what the service does with jobs, batches, files and webhooks (no HTTP, no engine)."""
