@@ -26,7 +26,7 @@ import tempfile
 import time
 import wave
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import av
@@ -186,14 +186,19 @@ class Stack:
         return {i: str(self.job(i)["status"]) for i in ids}
 
 
+def records(log: str) -> Iterator[dict[str, object]]:
+    """The JSON log records in a container's output (other lines skipped)."""
+    for line in log.splitlines():
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            continue
+
+
 def logged(log: str) -> Counter[str]:
     """How often a worker's JSON log records storing each job's result."""
     done: Counter[str] = Counter()
-    for line in log.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for record in records(log):
         if record.get("msg") == "job succeeded" and "job_id" in record:
             done[str(record["job_id"])] += 1
     return done
@@ -202,11 +207,8 @@ def logged(log: str) -> Counter[str]:
 def stored_while_draining(log: str) -> int:
     """Jobs a worker stored between its first "stopping: draining" and "stopped" lines."""
     stored, draining = 0, False
-    for line in log.splitlines():
-        try:
-            message = str(json.loads(line).get("msg", ""))
-        except json.JSONDecodeError:
-            continue
+    for record in records(log):
+        message = str(record.get("msg", ""))
         if "stopping: draining" in message:
             draining = True
         elif draining and message.startswith("worker node") and message.endswith("stopped"):
