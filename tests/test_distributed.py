@@ -16,8 +16,8 @@ import pytest
 
 from asrserve.bench.corpus import Clip
 from asrserve.bench.redis_process import RedisProcess
-from asrserve.bench.server import ServerProcess
 from asrserve.bench.wer import wer_one
+from asrserve.cli.server_process import ServerProcess
 from tests.support.api import submit_job, transcribe_text, wait_job
 from tests.support.batches import create_batch, line, upload_audio
 from tests.support.cluster import Cluster

@@ -21,8 +21,8 @@ import pytest
 
 from asrserve.bench.corpus import Clip
 from asrserve.bench.redis_process import RedisProcess
-from asrserve.bench.server import ServerProcess, free_port
 from asrserve.bench.wer import wer_one
+from asrserve.cli.server_process import ServerProcess, free_port
 from tests.support.api import submit_job, transcribe, wait_job
 from tests.support.batches import ENDPOINT, create_batch, line, upload_audio
 from tests.support.cluster import Cluster

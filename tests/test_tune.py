@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from asrserve.batcher.recording import ARRIVALS, BATCHES, TrafficRecorder, read_rows
 from asrserve.batcher.stats import BatchRecord
 from asrserve.bench.corpus import Clip
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions
@@ -20,7 +21,6 @@ from asrserve.settings import Settings
 from asrserve.tune.chunks import chunk_durations, window_frames
 from asrserve.tune.cli import recommend
 from asrserve.tune.model import LatencyModel, fit, fit_overhead
-from asrserve.tune.recorder import ARRIVALS, BATCHES, TrafficRecorder, read_rows
 from asrserve.tune.simulator import Request, Service, Setting, simulate
 from tests.support.servers import Server
 
@@ -250,7 +250,7 @@ def test_recorder_survives_an_unwritable_folder(
     recorder = TrafficRecorder(tmp_path / "rec")
     (tmp_path / "rec").rmdir()
     (tmp_path / "rec").write_text("not a folder")
-    with caplog.at_level(logging.WARNING, logger="asrserve.tune.recorder"):
+    with caplog.at_level(logging.WARNING, logger="asrserve.batcher.recording"):
         recorder.arrival(job(1))
         recorder.arrival(job(2))
     stopped = f"traffic recording stopped: cannot write {tmp_path / 'rec' / ARRIVALS}"

@@ -11,7 +11,7 @@ from typing import Any
 from redis import Redis
 
 from asrserve.bench.redis_process import RedisProcess
-from asrserve.bench.server import ServerProcess, WorkerProcess
+from asrserve.cli.server_process import ServerProcess, WorkerProcess
 
 
 @dataclass

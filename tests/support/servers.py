@@ -10,7 +10,7 @@ from typing import Any, TypeAlias
 
 import httpx
 
-from asrserve.bench.server import ServerProcess
+from asrserve.cli.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 REAL_SPEECH = ROOT / "tests" / "data"  # real recordings kept in the repository

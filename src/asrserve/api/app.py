@@ -43,6 +43,7 @@ from asrserve.api.uploads import UploadGate, UploadLimits
 from asrserve.api.waits import WaitGate
 from asrserve.backends.backend import Backend, open_backend
 from asrserve.batch_api.models import Batch
+from asrserve.batcher.recording import TrafficRecorder
 from asrserve.cluster.base import supervised
 from asrserve.cluster.merge import merge
 from asrserve.engine import loading
@@ -61,7 +62,6 @@ from asrserve.service.batch_runner import BatchRunner
 from asrserve.service.jobs import Service
 from asrserve.service.webhooks import BatchWebhooks, JobWebhooks, WebhookSender, WebhookSource
 from asrserve.settings import Settings
-from asrserve.tune.recorder import TrafficRecorder
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ import numpy as np
 
 from asrserve.bench.load import AudioFile, Pattern, run_load
 from asrserve.bench.runner import policy_env, scheduler_delta
-from asrserve.bench.server import ServerProcess
 from asrserve.bench.wer import wer
+from asrserve.cli.server_process import ServerProcess
 
 FIELDS = {"model": "whisper-1", "response_format": "json"}
 POLL_S = 0.25

@@ -29,6 +29,7 @@ from asrserve.bench.runner import (
     write_json,
 )
 from asrserve.bench.soak import SoakConfig, run_soak
+from asrserve.cli.tools import Command
 from asrserve.jobs.models import Task
 from asrserve.settings import Settings
 
@@ -486,3 +487,7 @@ def _measure_batch(
     body = measure_batch(files, scenario, ceiling.best.audio_per_wall)
     print(f"  batch ({scenario.policy}): done", flush=True)
     return body
+
+
+COMMAND = Command(help="load-test policies side by side", add_arguments=add_arguments, run=run)
+"""``asrserve bench``, registered as an ``asrserve.commands`` entry point (cli/tools.py)."""

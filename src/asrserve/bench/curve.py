@@ -21,7 +21,7 @@ from typing import Any
 
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, arrival_gaps, run_load
 from asrserve.bench.runner import policy_env, run_meta
-from asrserve.bench.server import ServerProcess
+from asrserve.cli.server_process import ServerProcess
 
 CAPACITY_CLIENTS = 16
 P95_BUDGET_S = 5.0

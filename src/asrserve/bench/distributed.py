@@ -27,7 +27,7 @@ import httpx
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.runner import Row, _wer, report, scheduler_delta
-from asrserve.bench.server import ServerProcess, WorkerProcess
+from asrserve.cli.server_process import ServerProcess, WorkerProcess
 
 FIELDS = {"model": "whisper-1", "response_format": "json"}
 EMBEDDED = "embedded 1×2"

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
-from asrserve.bench.server import ServerProcess, free_port
+from asrserve.cli.server_process import ServerProcess, free_port
 
 FIELDS = {"model": "whisper-1", "response_format": "json"}
 TRICKLE_S = 8.0  # the slow receiver's pace: a byte this often

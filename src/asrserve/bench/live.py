@@ -30,8 +30,8 @@ from websockets.asyncio.client import connect
 from asrserve.audio.decode import decode
 from asrserve.bench.load import AudioFile
 from asrserve.bench.runner import policy_env
-from asrserve.bench.server import ServerProcess
 from asrserve.bench.wer import wer
+from asrserve.cli.server_process import ServerProcess
 
 RATE = 24000
 FRAME_S = 0.1

@@ -25,8 +25,8 @@ import numpy as np
 
 from asrserve.audio.decode import stream
 from asrserve.bench.corpus import Clip, build_corpus, write_wav
-from asrserve.bench.server import ServerProcess
 from asrserve.bench.soak import RssSampler, rss_bytes
+from asrserve.cli.server_process import ServerProcess
 
 MIB = 1024 * 1024
 HOURS = 3.99  # just under the default 4 h limit

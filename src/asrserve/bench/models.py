@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 
 from asrserve.bench.load import AudioFile, Sample, limits, send
-from asrserve.bench.server import ServerProcess
 from asrserve.bench.wer import wer
+from asrserve.cli.server_process import ServerProcess
 
 ALONE, TOGETHER = "alone", "together"
 

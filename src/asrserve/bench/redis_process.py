@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from asrserve.bench.server import free_port
+from asrserve.cli.server_process import free_port
 
 
 @dataclass

@@ -17,8 +17,8 @@ from asrserve.audio.decode import decode
 from asrserve.bench.ceiling import Ceiling
 from asrserve.bench.corpus import build_corpus, load_refs
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
-from asrserve.bench.server import ServerProcess
 from asrserve.bench.wer import wer
+from asrserve.cli.server_process import ServerProcess
 from asrserve.engine.layout import usable_cores
 from asrserve.settings import ENV_PREFIX, Settings
 

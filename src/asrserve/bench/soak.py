@@ -29,7 +29,7 @@ import httpx
 import numpy as np
 
 from asrserve.bench.load import AudioFile, Pattern, limits, run_load
-from asrserve.bench.server import ServerProcess
+from asrserve.cli.server_process import ServerProcess
 
 MIB = 1024 * 1024
 CAPACITY_CLIENTS = 16

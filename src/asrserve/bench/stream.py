@@ -24,7 +24,7 @@ import numpy as np
 from asrserve.audio.decode import decode
 from asrserve.bench.corpus import write_wav
 from asrserve.bench.load import AudioFile
-from asrserve.bench.server import ServerProcess
+from asrserve.cli.server_process import ServerProcess
 from asrserve.engine.base import SAMPLING_RATE
 
 GAP_S = 1.0

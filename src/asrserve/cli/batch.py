@@ -131,7 +131,7 @@ def audio_files(folder: Path) -> list[Path]:
 @contextlib.contextmanager
 def local_server(data_dir: Path | None) -> Iterator[str]:
     """A private ``asrserve serve`` on a free loopback port, for the length of the block."""
-    from asrserve.bench.server import ServerProcess
+    from asrserve.cli.server_process import ServerProcess
 
     with contextlib.ExitStack() as stack:
         if data_dir is None:

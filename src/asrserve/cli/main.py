@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from asrserve.batcher.policies import POLICIES
 from asrserve.cli.logs import configure as configure_logging
+from asrserve.cli.tools import Command, tool_commands
 from asrserve.engine.base import ModelNotFoundError
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
@@ -116,7 +117,8 @@ def add_model_arguments(sub: argparse.ArgumentParser) -> None:
     )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(tools: Mapping[str, Command] | None = None) -> argparse.ArgumentParser:
+    """The command line; ``tools`` are the tooling's commands (default: the installed)."""
     root = argparse.ArgumentParser(prog="asrserve", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP service (ASRSERVE_* env too)")
@@ -135,14 +137,8 @@ def parser() -> argparse.ArgumentParser:
             sub.add_argument(old, type=SERVE_FLAGS[new][1], default=None, help=argparse.SUPPRESS)
         sub.add_argument("--devices", help="'cpu' or 'cuda:0,cuda:1': one model replica each")
         add_model_arguments(sub)
-    bench = commands.add_parser("bench", help="load-test policies side by side")
-    from asrserve.bench.cli import add_arguments
-
-    add_arguments(bench)
-    tune = commands.add_parser("tune", help="simulate scheduler settings on recorded traffic")
-    from asrserve.tune.cli import add_arguments as add_tune_arguments
-
-    add_tune_arguments(tune)
+    for name, tool in (tool_commands() if tools is None else tools).items():
+        tool.add_arguments(commands.add_parser(name, help=tool.help))
     keys = commands.add_parser("keys", help="create, list or revoke API keys")
     from asrserve.cli.keys import add_arguments as add_keys_arguments
 
@@ -169,15 +165,13 @@ SERVICE_COMMANDS = frozenset({"serve", "worker"})
 
 
 # Commands with their own module: ``run(args)`` there (imported only when used).
-TOOLS = {
-    "bench": "asrserve.bench.cli",
-    "tune": "asrserve.tune.cli",
+COMMAND_MODULES = {
     "batch": "asrserve.cli.batch",
     "keys": "asrserve.cli.keys",
 }
 
 
-def _run_tool(module: str, args: argparse.Namespace) -> int:
+def _run_module(module: str, args: argparse.Namespace) -> int:
     import importlib
 
     result: int = importlib.import_module(module).run(args)
@@ -185,16 +179,22 @@ def _run_tool(module: str, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    tools = tool_commands()
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in tools and not tools[words[0]].installed:
+        return tools[words[0]].run(argparse.Namespace(command=words[0]))
+    args = parser(tools).parse_args(words)
     if args.command in DATA_DIR_COMMANDS:
         os.umask(PRIVATE_UMASK)
     if args.command in SERVICE_COMMANDS:
         # ``kill -USR1 <pid>`` writes every thread's stack to stderr: how to see what a
         # stuck server or worker node is doing, without stopping it.
         faulthandler.register(signal.SIGUSR1, all_threads=True)
-    tool = TOOLS.get(args.command)
-    if tool is not None:
-        return _run_tool(tool, args)
+    if args.command in tools:
+        return tools[args.command].run(args)
+    module = COMMAND_MODULES.get(args.command)
+    if module is not None:
+        return _run_module(module, args)
     try:
         settings = build_settings(args)
     except ValidationError as exc:

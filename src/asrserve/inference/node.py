@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 from asrserve.backends.backend import Backend, open_backend
 from asrserve.backends.redis import REDIS_ERRORS
+from asrserve.batcher.recording import TrafficRecorder
 from asrserve.engine import loading
 from asrserve.inference.probe_server import ProbeServer
 from asrserve.inference.runtime import STOP_BOUND_S, EngineFactory, start_inference
 from asrserve.metrics import Metrics
 from asrserve.settings import Settings
-from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import cancel_all
 
 log = logging.getLogger(__name__)

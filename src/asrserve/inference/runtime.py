@@ -19,6 +19,7 @@ from asrserve.backends.backend import Backend
 from asrserve.backends.redis import REDIS_ERRORS
 from asrserve.batcher.device import Device
 from asrserve.batcher.policies.base import foreground_reserve
+from asrserve.batcher.recording import TrafficRecorder
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
 from asrserve.cluster.base import WorkerRegistry
@@ -31,7 +32,6 @@ from asrserve.inference.priority_pool import PriorityPool
 from asrserve.jobs.models import Job, Priority
 from asrserve.metrics import Metrics
 from asrserve.settings import Settings
-from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import cancel_all
 
 log = logging.getLogger(__name__)

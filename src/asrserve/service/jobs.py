@@ -17,6 +17,7 @@ from asrserve.auth import quota
 from asrserve.auth.keys import KeyStore
 from asrserve.auth.principal import OPEN, Principal
 from asrserve.backends.backend import Backend
+from asrserve.batcher.recording import TrafficRecorder
 from asrserve.errors import InvalidRequest
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
@@ -25,7 +26,6 @@ from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
 from asrserve.service.signing import Signer
 from asrserve.settings import MIB, Settings
-from asrserve.tune.recorder import TrafficRecorder
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from asrserve.batcher.policies import POLICIES, policy_class
+from asrserve.batcher.recording import ARRIVALS, BATCHES, read_rows, recordings_dir
+from asrserve.cli.tools import Command
 from asrserve.settings import Settings
 from asrserve.tune.model import MIN_ROWS, fit
 from asrserve.tune.plot import write_plot
-from asrserve.tune.recorder import ARRIVALS, BATCHES, read_rows, recordings_dir
 from asrserve.tune.simulator import Outcome, Request, Service, Setting, simulate
 
 TIE = 0.01  # throughputs within 1% count as equal; the lower p99 wins
@@ -174,3 +175,9 @@ def _recommendation(
         f"recommendation: {best.setting.label()}{goal}: {best.throughput:.2f} audio s / wall s, "
         f"p50 {best.percentile(50):.2f} s, p99 {best.percentile(99):.2f} s"
     )
+
+
+COMMAND = Command(
+    help="simulate scheduler settings on recorded traffic", add_arguments=add_arguments, run=run
+)
+"""``asrserve tune``, registered as an ``asrserve.commands`` entry point (cli/tools.py)."""
