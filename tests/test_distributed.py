@@ -239,6 +239,7 @@ def test_a_job_that_kills_its_worker_every_time_is_dead_lettered(
 
 def test_a_stopped_worker_hands_its_jobs_back(cluster: Cluster, short_clips: list[Clip]) -> None:
     cluster.env["ASRSERVE_SHUTDOWN_GRACE_S"] = "0"  # hand back at once, nothing drains
+    cluster.env["ASRSERVE_MAX_BATCH_SIZE"] = "1"  # 16 passes: the claimed jobs outlast the stop
     api = cluster.api()
     first = cluster.worker()
     with httpx.Client(base_url=api.url, timeout=TIMEOUT) as http:  # closed if an assert fails
