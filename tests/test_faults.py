@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 from asrserve.api.errors import install_error_handlers
 from asrserve.api.uploads import UploadGate, UploadLimits, receive_upload
 from asrserve.backends.disk import DISK_RESERVE_BYTES, free_bytes
+from asrserve.backends.sqlite import translated
 from asrserve.bench.corpus import Clip
 from tests.support.api import wait_job
 from tests.support.db import read_db
@@ -166,7 +167,7 @@ def test_intake_maps_enospc_erofs_and_sqlite_errors(tmp_path: Path) -> None:
             filler.unlink()
         with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as ro:
             readonly = sqlite_error("INSERT INTO t VALUES (1)", ro)
-        errors: dict[str, Exception] = {"full": full, "readonly": readonly}
+        errors: dict[str, Exception] = {"full": translated(full), "readonly": translated(readonly)}
         app = intake_app(folder, UploadLimits(min_free_bytes=0), errors)
         payload = os.urandom(3 * MIB)
         with TestClient(app) as client:

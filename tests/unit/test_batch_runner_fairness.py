@@ -21,6 +21,7 @@ from asrserve.engine.catalog import Catalog
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.jobs.models import JobStatus
 from asrserve.service.batch_runner import CANCEL_STEP, BatchRunner
+from asrserve.service.files import Files
 from asrserve.service.jobs import Service
 from asrserve.settings import Settings
 
@@ -93,7 +94,7 @@ def test_a_batch_being_cancelled_leaves_turns_to_another_owners(tmp_path: Path) 
         ids = {"big": "batch_1", "small": "batch_2"}  # the order the runner reads them in
         for record in records:
             await backend.files.put(record)
-        runner = BatchRunner(service, backend.batches, backend.files, CATALOG)
+        runner = BatchRunner(service, backend.batches, Files(settings, backend.files), CATALOG)
         now = int(time.time())
 
         async def create(owner: str) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from starlette.requests import Request
 
-from asrserve.api.errors import ApiError
 from asrserve.api.hosts import allowed_hosts, host_name
 from asrserve.api.uploads import UploadGate, UploadLimits, _Deadlines, upload_key
 from asrserve.auth.principal import Principal
+from asrserve.errors import Unavailable
 from asrserve.settings import Settings
 
 
@@ -39,7 +39,7 @@ def test_which_host_names_are_allowed() -> None:
 def test_one_key_gets_its_share_and_the_others_keep_theirs() -> None:
     gate = UploadGate(UploadLimits(max_concurrent=4, per_key=2))
     with gate.slot("a"), gate.slot("a"):
-        with pytest.raises(ApiError) as refused, gate.slot("a"):
+        with pytest.raises(Unavailable) as refused, gate.slot("a"):
             pass
         assert refused.value.status == 503 and "your share" in refused.value.message
         with gate.slot("b"):

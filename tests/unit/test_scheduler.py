@@ -11,10 +11,11 @@ import pytest
 
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
-from asrserve.batcher.scheduler import DeadlineExceeded, RunTimeout, Scheduler, SchedulerConfig
+from asrserve.batcher.scheduler import RunTimeout, Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
 from asrserve.batcher.work import WorkItem
 from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard
+from asrserve.errors import DeadlineExceeded
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
 

@@ -15,14 +15,13 @@ import math
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
-from asrserve.api.errors import ApiError, broker_unavailable
+from asrserve.api.errors import error_response
 from asrserve.auth.keys import ApiKey, KeyStore, hash_secret
 from asrserve.auth.limits import RateLimiter
 from asrserve.auth.principal import OPEN, Principal
-from asrserve.backends.redis import REDIS_ERRORS
-from asrserve.errors import error_body
+from asrserve.errors import AsrError, Forbidden, RateLimited, Unauthenticated
 from asrserve.settings import Settings
 
 ADMIN_PATHS = frozenset({"/metrics", "/v1/scheduler", "/v1/dashboard/stats"})
@@ -50,22 +49,13 @@ class AccessControl:
         path = request.url.path
         if not self._settings.auth_enabled or not _protected(path):
             return await call_next(request)
-        try:
-            return await self._check(request, call_next, path)
-        except REDIS_ERRORS:  # the key store or the rate limiter is in an unreachable Redis
-            error = broker_unavailable()
-            return _error(error.status, error.message, error.code or "", error.headers)
-
-    async def _check(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]], path: str
-    ) -> Response:
         headers: dict[str, str] = {}
         try:
             principal = await self.principal(request.headers.get("authorization", ""), headers)
-        except ApiError as exc:
-            return _error(exc.status, exc.message, exc.code or "", exc.headers)
-        if path in ADMIN_PATHS and not principal.admin:
-            return _error(403, "this route needs an admin key", "admin_required")
+            if path in ADMIN_PATHS and not principal.admin:
+                raise Forbidden("this route needs an admin key", code="admin_required")
+        except AsrError as exc:  # no key, past its rate, or the key store is unreachable
+            return error_response(exc, headers)
         request.state.principal = principal
         response = await call_next(request)
         response.headers.update(headers)
@@ -75,16 +65,14 @@ class AccessControl:
         self, authorization: str, headers: dict[str, str] | None = None
     ) -> Principal:
         """Who an ``Authorization`` header's key belongs to, one request of its rate spent
-        (the rate headers added to ``headers``); :class:`ApiError` 401 or 429 otherwise.
+        (the rate headers added to ``headers``); :class:`Unauthenticated` or
+        :class:`RateLimited` otherwise.
         Auth off: the open caller."""
         if not self._settings.auth_enabled:
             return OPEN
         key = await self._key(authorization)
         if key is None:
-            message = "a valid API key is required: 'Authorization: Bearer <key>'"
-            raise ApiError(
-                401, message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
-            )
+            raise Unauthenticated("a valid API key is required: 'Authorization: Bearer <key>'")
         principal = Principal.of(key, self._settings)
         if principal.rate_limit_rpm:
             wait, left = await self._limiter.take(key.id, principal.rate_limit_rpm)
@@ -96,8 +84,7 @@ class AccessControl:
                 headers.update(rate)
             if wait > 0:
                 message = f"rate limit of {principal.rate_limit_rpm} requests per minute reached"
-                retry = {**rate, "Retry-After": str(math.ceil(wait))}
-                raise ApiError(429, message, code="rate_limit_exceeded", headers=retry)
+                raise RateLimited(message, retry_after=math.ceil(wait), code="rate_limit_exceeded")
         return principal
 
     async def _key(self, header: str) -> ApiKey | None:
@@ -110,7 +97,3 @@ class AccessControl:
 
 def _protected(path: str) -> bool:
     return path.startswith("/v1/") or path == "/metrics" or path in DOC_PATHS | PEER_PATHS
-
-
-def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse(error_body(status, message, code=code), status_code=status, headers=headers)

@@ -59,6 +59,8 @@ from asrserve.jobs.models import Priority
 from asrserve.live.decoder import LiveDecoder
 from asrserve.live.sessions import LiveSessions
 from asrserve.service.batch_runner import BatchRunner
+from asrserve.service.batches import Batches
+from asrserve.service.files import Files
 from asrserve.service.jobs import Service
 from asrserve.service.webhooks import BatchWebhooks, JobWebhooks, WebhookSender, WebhookSource
 from asrserve.settings import Settings
@@ -77,10 +79,11 @@ def create_app(
     backend = open_backend(settings)
     recorder = TrafficRecorder.from_settings(settings)
     service = Service(settings, backend, recorder)
+    files = Files(settings, backend.files)
     context = ApiContext(
         service=service,
-        files=backend.files,
-        batches=backend.batches,
+        files=files,
+        batches=Batches(service, files, backend.batches),
         uploads=UploadGate(UploadLimits.from_settings(settings)),
         waits=WaitGate(settings.max_waits_per_key),
         broker_ping=backend.ping,
@@ -108,7 +111,7 @@ def create_app(
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            context.scans.shutdown(wait=False, cancel_futures=True)
+            files.close()
             await service.probes.close()
             await backend.aclose()
 
@@ -159,7 +162,7 @@ async def _lead(
         if batch.callback_url:
             webhooks.kick()
 
-    runner = BatchRunner(service, backend.batches, backend.files, catalog, on_batch_api_done)
+    runner = BatchRunner(service, backend.batches, context.files, catalog, on_batch_api_done)
 
     def on_finish(notice: Finished) -> None:
         if notice.callback:

@@ -30,14 +30,13 @@ from fastapi.responses import PlainTextResponse, Response
 from asrserve.api.access import caller
 from asrserve.api.audio_routes import ready_model, run_interactive
 from asrserve.api.deps import ApiContext
-from asrserve.api.errors import ApiError
 from asrserve.api.openapi import audio_file_form
 from asrserve.api.responses import finished_transcript
 from asrserve.api.uploads import Upload, receive_upload, storage_error
 from asrserve.audio.raw import wrap_raw_pcm
 from asrserve.auth.principal import Principal
 from asrserve.engine.languages import language_name
-from asrserve.errors import AsrError
+from asrserve.errors import AsrError, InvalidRequest
 from asrserve.formats import WhisperOutput, render_whisper
 from asrserve.jobs.models import Job, Task
 from asrserve.requests import Fields, parse_request
@@ -130,7 +129,7 @@ async def _prepare(upload: Upload, *, encode: bool) -> None:
     """A part is there; raw PCM (``encode=false``) becomes a WAV file in place."""
     if upload.path is None:
         message = f"a '{FILE_FIELD}' part with the audio is required"
-        raise ApiError(400, message, param=FILE_FIELD)
+        raise InvalidRequest(message, param=FILE_FIELD)
     if not encode and upload.size:
         try:
             upload.size = await asyncio.to_thread(wrap_raw_pcm, upload.path)
@@ -143,7 +142,7 @@ def _route_params() -> Iterator[None]:
     """Errors name this route's parameters (``audio_file``, ``initial_prompt``)."""
     try:
         yield
-    except (AsrError, ApiError) as exc:
+    except AsrError as exc:
         exc.param = PARAMS.get(exc.param or "", exc.param)
         raise
 

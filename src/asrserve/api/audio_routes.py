@@ -10,13 +10,13 @@ from fastapi.responses import Response
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.disconnect import ClientGone, unless_gone
-from asrserve.api.errors import ApiError
 from asrserve.api.forms import parse_form
 from asrserve.api.openapi import transcription_form, translation_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.streams import KEEPALIVE_S, event_stream, transcript_events
 from asrserve.api.uploads import Upload, receive_upload
 from asrserve.auth.principal import Principal
+from asrserve.errors import DeadlineExceeded, ModelLoading
 from asrserve.jobs.models import Job, Priority, Task
 from asrserve.requests import TranscriptionRequest
 
@@ -25,7 +25,7 @@ router = APIRouter(prefix="/v1")
 
 def ready_model(ctx: ApiContext = Depends(context)) -> ApiContext:  # noqa: B008
     if ctx.catalog is None:
-        raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
+        raise ModelLoading()
     return ctx
 
 
@@ -63,9 +63,7 @@ async def run_interactive(
         await ctx.service.cancel(job.id)
         raise
     if done is None or not done.status.finished:
-        raise ApiError(
-            504, f"transcription did not finish within {timeout:g} s", code="deadline_exceeded"
-        )
+        raise DeadlineExceeded(f"transcription did not finish within {timeout:g} s")
     return done
 
 

@@ -13,16 +13,16 @@ from typing import TypeVar
 
 from starlette.requests import Request
 
-from asrserve.api.errors import ApiError
+from asrserve.errors import ClientClosed
 
 T = TypeVar("T")
 
 
-class ClientGone(ApiError):
+class ClientGone(ClientClosed):
     """The client closed its connection before its answer; nobody reads this one."""
 
     def __init__(self) -> None:
-        super().__init__(499, "the client closed the request", code="client_closed_request")
+        super().__init__("the client closed the request")
 
 
 async def gone(request: Request) -> None:

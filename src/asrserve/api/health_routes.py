@@ -9,8 +9,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError, broker_unavailable
-from asrserve.backends.redis import REDIS_ERRORS
+from asrserve.errors import ModelLoading
 
 router = APIRouter()
 
@@ -23,11 +22,8 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz")
 async def readyz(ctx: ApiContext = Depends(context)) -> dict[str, str]:  # noqa: B008
     if not ctx.ready:
-        raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
-    try:
-        await ctx.broker_ping()
-    except REDIS_ERRORS:
-        raise broker_unavailable() from None
+        raise ModelLoading()
+    await ctx.broker_ping()  # BrokerUnavailable when Redis is unreachable
     return {"status": "ready"}
 
 

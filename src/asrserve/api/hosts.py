@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from asrserve.errors import error_body
+from asrserve.api.errors import error_response
+from asrserve.errors import AsrError, Forbidden, Misdirected
 from asrserve.settings import LOOPBACK_HOSTS, Settings
 
 ANY_HOST = "*"
@@ -63,13 +63,13 @@ class HostCheck:
             await self.app(scope, receive, send)
             return
         host = _header(scope, b"host")
-        status, body = 0, None
+        refused: AsrError | None = None
         if self.allowed is not None and host is not None and host_name(host) not in self.allowed:
             message = (
                 f"this server does not answer to the host name {host_name(host)[:100]!r}"
                 " (ASRSERVE_ALLOWED_HOSTS lists the names it does)"
             )
-            status, body = 421, error_body(421, message, param="Host", code="misdirected_request")
+            refused = Misdirected(message, param="Host", code="misdirected_request")
         elif scope["type"] == "websocket":
             origin = _header(scope, b"origin")
             if origin is not None and not self._same_or_allowed(origin, host):
@@ -77,12 +77,11 @@ class HostCheck:
                     f"WebSockets from the page at {origin[:100]!r} are not accepted"
                     " (ASRSERVE_ALLOWED_ORIGINS lists the origins that are)"
                 )
-                code = "cross_origin_websocket"
-                status, body = 403, error_body(403, message, param="Origin", code=code)
-        if body is None:
+                refused = Forbidden(message, param="Origin", code="cross_origin_websocket")
+        if refused is None:
             await self.app(scope, receive, send)
             return
-        response = JSONResponse(body, status_code=status)
+        response = error_response(refused)
         if scope["type"] == "http":
             await response(scope, receive, send)
         elif "websocket.http.response" in scope.get("extensions", {}):

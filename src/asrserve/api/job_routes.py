@@ -10,14 +10,13 @@ from fastapi.responses import JSONResponse, Response
 from asrserve.api.access import caller
 from asrserve.api.audio_routes import ready_model, receive_transcription
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.schemas import job_view, page_body
 from asrserve.api.streams import KEEPALIVE_S, event_stream, job_events
 from asrserve.api.uploads import upload_key
 from asrserve.auth.principal import Principal
-from asrserve.errors import shown
+from asrserve.errors import NotFound, shown
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobStatus, Priority
 
@@ -107,7 +106,6 @@ async def cancel_job(job_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]
 
 
 def _found(job: Job | None, job_id: str, principal: Principal) -> Job:
-    """The job if the caller may see it; 404 otherwise, as if it did not exist."""
-    if job is None or not principal.sees(job.owner):
-        raise ApiError(404, f"no job '{shown(job_id)}'", param="job_id", code="job_not_found")
-    return job
+    """The job if the caller may see it; :class:`NotFound` otherwise, as if it did not exist."""
+    missing = NotFound(f"no job '{shown(job_id)}'", param="job_id", code="job_not_found")
+    return principal.visible(job, missing)

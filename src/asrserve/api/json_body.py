@@ -16,7 +16,8 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from asrserve.errors import error_body
+from asrserve.api.errors import error_response
+from asrserve.errors import TooLarge
 
 SCOPE_KEY = "asrserve.body_limit"
 
@@ -26,7 +27,9 @@ class BodyTooLarge(StarletteHTTPException):
     (anything else it would turn into a 400)."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body exceeds the limit of {limit} bytes")
+        message = f"the request body exceeds the limit of {limit} bytes"
+        self.error = TooLarge(message, code="request_too_large")
+        super().__init__(self.error.status, message)
 
 
 class _LimitedReceive:
@@ -78,8 +81,7 @@ def install(app: FastAPI, max_bytes: int) -> None:
 
     async def too_large(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, BodyTooLarge)
-        body = error_body(413, str(exc.detail), code="request_too_large")
-        return JSONResponse(body, status_code=413)
+        return error_response(exc.error)
 
     app.add_middleware(BodyLimit, max_bytes=max_bytes)
     app.add_exception_handler(BodyTooLarge, too_large)

@@ -16,10 +16,9 @@ from fastapi import APIRouter, Depends
 
 from asrserve.api.audio_routes import ready_model
 from asrserve.api.deps import ApiContext
-from asrserve.api.errors import ApiError
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import OPENAI_ALIAS, Catalog
-from asrserve.errors import shown
+from asrserve.errors import NotFound, shown
 
 router = APIRouter(prefix="/v1/models")
 Ready = Annotated[ApiContext, Depends(ready_model)]
@@ -37,7 +36,7 @@ async def get_model(model_id: str, ctx: Ready) -> dict[str, Any]:
     assert ctx.catalog is not None
     model = ctx.catalog.get(model_id)
     if model is None:
-        raise ApiError(404, f"no model '{shown(model_id)}'", param="model", code="model_not_found")
+        raise NotFound(f"no model '{shown(model_id)}'", param="model", code="model_not_found")
     return model_card(model, ctx.catalog)
 
 

@@ -23,10 +23,9 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from asrserve.api.deps import ApiContext
-from asrserve.api.errors import ApiError
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
-from asrserve.errors import STATUS_OF_KIND, AsrError
+from asrserve.errors import STATUS_OF_KIND, AsrError, ErrorKind
 from asrserve.live import config as live_config
 from asrserve.live.errors import LiveError, LiveUnavailable, error_event
 from asrserve.live.session import LiveSession
@@ -37,6 +36,12 @@ router = APIRouter()
 KEY_PROTOCOL = "openai-insecure-api-key."
 POLICY_VIOLATION = 1008
 TRY_AGAIN_LATER = 1013
+# the client's own mistakes, which it can mend in the same session: the kinds below "not now"
+RECOVERABLE = frozenset(
+    kind
+    for kind, status in STATUS_OF_KIND.items()
+    if status < STATUS_OF_KIND[ErrorKind.RATE_LIMITED]
+)
 
 
 class _Ended(Exception):
@@ -82,7 +87,7 @@ async def _principal(ctx: ApiContext, websocket: WebSocket, offered: list[str]) 
     token = next((p.removeprefix(KEY_PROTOCOL) for p in offered if p.startswith(KEY_PROTOCOL)), "")
     try:
         return await ctx.authenticate(header or f"Bearer {token}")
-    except ApiError as exc:
+    except AsrError as exc:  # no key, past its rate
         await _send(websocket, itertools.count(1), {"type": "error", **exc.body()})
         await websocket.close(POLICY_VIOLATION)
         raise _Ended from None
@@ -192,4 +197,4 @@ def _created(session: LiveSession) -> dict[str, Any]:
 
 def _recoverable(exc: AsrError) -> bool:
     """A bad value in an update is; a used-up quota or rate is not."""
-    return STATUS_OF_KIND[exc.kind] < 429
+    return exc.kind in RECOVERABLE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from asrserve.api.errors import ApiError
+from asrserve.errors import Conflict, StoredError
 from asrserve.formats import ResponseFormat, render
 from asrserve.jobs.models import Job, JobStatus
 from asrserve.transcript import Transcript
@@ -22,11 +22,9 @@ def finished_transcript(job: Job, file_field: str = "file") -> Transcript:
     error, naming the upload's form field)."""
     if job.status is JobStatus.FAILED and job.error is not None:
         error = job.error
-        raise ApiError(error.status, error.message, param=file_field, code=error.code)
+        raise StoredError(error.status, error.message, param=file_field, code=error.code)
     if job.status is JobStatus.CANCELLED:
-        raise ApiError(409, "the job was cancelled", code="job_cancelled")
+        raise Conflict("the job was cancelled", code="job_cancelled")
     if job.result is None:
-        raise ApiError(
-            409, f"the job is {job.status.value}; no transcript yet", code="job_not_finished"
-        )
+        raise Conflict(f"the job is {job.status.value}; no transcript yet", code="job_not_finished")
     return job.result

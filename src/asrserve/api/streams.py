@@ -15,7 +15,7 @@ from fastapi.responses import StreamingResponse
 
 from asrserve.api.schemas import job_view, progress_view
 from asrserve.api.waits import HeldStream
-from asrserve.errors import error_body
+from asrserve.errors import AsrError, Conflict, DeadlineExceeded, StoredError
 from asrserve.jobs.models import Job, JobStatus
 
 KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing an idle stream
@@ -93,8 +93,8 @@ class _Deltas:
         return pieces
 
 
-def _error(status: int, message: str, code: str) -> str:
-    return sse(error_body(status, message, code=code))
+def _error(exc: AsrError) -> str:
+    return sse(exc.body())
 
 
 async def transcript_events(jobs: AsyncIterator[Job], timeout: float) -> AsyncIterator[str]:
@@ -114,12 +114,12 @@ async def transcript_events(jobs: AsyncIterator[Job], timeout: float) -> AsyncIt
         usage = {"type": "duration", "seconds": round(seconds)}
         yield sse({"type": "transcript.text.done", "text": last.result.text, "usage": usage})
     elif last is not None and last.status is JobStatus.FAILED and last.error is not None:
-        yield _error(last.error.status, last.error.message, last.error.code)
+        error = last.error
+        yield _error(StoredError(error.status, error.message, code=error.code))
     elif last is not None and last.status is JobStatus.CANCELLED:
-        yield _error(409, "the job was cancelled", "job_cancelled")
+        yield _error(Conflict("the job was cancelled", code="job_cancelled"))
     else:
-        message = f"transcription did not finish within {timeout:g} s"
-        yield _error(504, message, "deadline_exceeded")
+        yield _error(DeadlineExceeded(f"transcription did not finish within {timeout:g} s"))
 
 
 async def job_events(jobs: AsyncIterator[Job]) -> AsyncIterator[str]:

@@ -37,9 +37,17 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
 from asrserve.api.access import caller
-from asrserve.api.errors import ApiError
 from asrserve.api.json_body import lift as lift_body_limit
 from asrserve.backends.disk import DISK_RESERVE_BYTES, free_bytes
+from asrserve.errors import (
+    AsrError,
+    InvalidRequest,
+    RequestTimeout,
+    StorageFull,
+    StoreUnavailable,
+    TooLarge,
+    Unavailable,
+)
 from asrserve.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -121,12 +129,9 @@ class UploadGate:
                 self.by_key[key] = left
 
 
-def _busy(reason: str) -> ApiError:
-    return ApiError(
-        503,
-        f"{reason}; retry shortly",
-        code="too_many_uploads",
-        headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
+def _busy(reason: str) -> Unavailable:
+    return Unavailable(
+        f"{reason}; retry shortly", code="too_many_uploads", retry_after=BUSY_RETRY_AFTER_S
     )
 
 
@@ -202,7 +207,7 @@ class _Receiver:
             self.part.filename = options[b"filename"].decode("utf-8", "replace")
         if self.part.filename is not None and self.part.name == self.file_field:
             if self.file is not None:
-                raise ApiError(400, "only one file may be uploaded", param=self.file_field)
+                raise InvalidRequest("only one file may be uploaded", param=self.file_field)
             # Shown back only (the audio is stored under the job id): the last path component
             # (/ or \), without control or format characters, at most 255 of them.
             name = self.part.filename.replace("\\", "/").rsplit("/", 1)[-1]
@@ -220,16 +225,15 @@ class _Receiver:
             self.pending.append(chunk)
         elif self.part.filename is None:
             if len(self.part.data) + len(chunk) > MAX_FIELD_BYTES:
-                raise ApiError(
-                    400, f"form field '{self.part.name}' is too long", param=self.part.name
-                )
+                message = f"form field '{self.part.name}' is too long"
+                raise InvalidRequest(message, param=self.part.name)
             self.part.data.extend(chunk)
 
     def on_part_end(self) -> None:
         if self.part.filename is None:
             values = self.upload.fields.setdefault(self.part.name, [])
             if sum(map(len, self.upload.fields.values())) >= MAX_FIELDS:
-                raise ApiError(400, "too many form fields")
+                raise InvalidRequest("too many form fields")
             values.append(self.part.data.decode("utf-8", "replace"))
 
     def flush(self) -> None:
@@ -249,31 +253,28 @@ class _Receiver:
             self.file.close()
 
 
-def too_large(limit: int) -> ApiError:
-    return ApiError(
-        413, f"the upload exceeds the limit of {limit} bytes", param="file", code="file_too_large"
-    )
+def too_large(limit: int) -> TooLarge:
+    message = f"the upload exceeds the limit of {limit} bytes"
+    return TooLarge(message, param="file", code="file_too_large")
 
 
-def storage_full() -> ApiError:
-    return ApiError(
-        507,
+def storage_full() -> StorageFull:
+    return StorageFull(
         "the server's storage is full, so the upload could not be stored; retry later",
-        code="insufficient_storage",
-        headers={"Retry-After": str(FULL_RETRY_AFTER_S)},
+        retry_after=FULL_RETRY_AFTER_S,
     )
 
 
-def storage_error(exc: OSError) -> ApiError:
-    """``507`` for a full disk or quota, ``503`` for any other failure of the data dir."""
+def storage_error(exc: OSError) -> StoreUnavailable:
+    """Storage full for a full disk or quota, unavailable for any other failure of the
+    data dir."""
     if exc.errno in FULL_ERRNOS:
         return storage_full()
     reason = exc.strerror or type(exc).__name__
-    return ApiError(
-        503,
+    return StoreUnavailable(
         f"the server cannot store uploads right now ({reason}); retry later",
         code="storage_unavailable",
-        headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)},
+        retry_after=UNAVAILABLE_RETRY_AFTER_S,
     )
 
 
@@ -291,9 +292,9 @@ def check_room(folder: Path, incoming: int, reserve: int) -> None:
         raise storage_full()
 
 
-def timeout_error(message: str) -> ApiError:
-    # The client is stuck mid-body: close the connection rather than wait for the rest.
-    return ApiError(408, message, code="upload_timeout", headers={"Connection": "close"})
+def timeout_error(message: str) -> RequestTimeout:
+    # The client is stuck mid-body: the edge closes the connection rather than wait.
+    return RequestTimeout(message, code="upload_timeout")
 
 
 @dataclass
@@ -351,10 +352,10 @@ def _check_request(request: Request, max_bytes: int) -> bytes:
     """The multipart boundary, after the checks that need no body: type and declared size."""
     content_type, params = parse_options_header(request.headers.get("content-type", ""))
     if content_type != b"multipart/form-data" or b"boundary" not in params:
-        raise ApiError(400, "the request body must be multipart/form-data")
+        raise InvalidRequest("the request body must be multipart/form-data")
     if not 0 < len(params[b"boundary"]) <= MAX_BOUNDARY_CHARS:
         message = f"malformed multipart: the boundary must be 1 to {MAX_BOUNDARY_CHARS} characters"
-        raise ApiError(400, message)
+        raise InvalidRequest(message)
     declared = _declared_length(request)
     if declared is not None and declared > max_bytes + MULTIPART_OVERHEAD:
         raise too_large(max_bytes)
@@ -369,12 +370,7 @@ async def _prepare_dir(dest: Path, declared: int | None, reserve: int) -> None:
     try:
         await asyncio.to_thread(prepare)
     except OSError as exc:
-        raise _logged(storage_error(exc), exc) from exc
-
-
-def _logged(error: ApiError, exc: OSError) -> ApiError:
-    log.warning("upload refused: %s (%s)", error.message, exc)
-    return error
+        raise storage_error(exc) from exc
 
 
 async def receive_upload(
@@ -406,7 +402,7 @@ async def receive_upload(
     return upload
 
 
-def _aborted(request: Request, upload: Upload) -> ApiError:
+def _aborted(request: Request, upload: Upload) -> InvalidRequest:
     """The client went away mid-body: one info line, and an answer nobody reads (raised
     rather than ``ClientDisconnect``, which the server would log with a traceback)."""
     client = f"{request.client.host}:{request.client.port}" if request.client else "?"
@@ -417,13 +413,13 @@ def _aborted(request: Request, upload: Upload) -> ApiError:
         upload.size,
         client,
     )
-    return ApiError(400, "the client closed the connection mid-upload", code="upload_aborted")
+    return InvalidRequest("the client closed the connection mid-upload", code="upload_aborted")
 
 
 async def _receive(
     request: Request, limits: UploadLimits, parser: MultipartParser, receiver: _Receiver
 ) -> None:
-    """Feed the body to the parser, writing file bytes as they come; errors as ApiError."""
+    """Feed the body to the parser, writing file bytes as they come; errors as AsrError."""
     try:
         async with contextlib.aclosing(_chunks(request, limits)) as chunks:
             async for chunk in chunks:
@@ -432,12 +428,12 @@ async def _receive(
                     await asyncio.to_thread(receiver.flush)
         parser.finalize()
         await asyncio.to_thread(receiver.finish)
-    except (ApiError, ClientDisconnect):
+    except (AsrError, ClientDisconnect):
         raise
     except OSError as exc:  # the data dir: full, read-only, gone
-        raise _logged(storage_error(exc), exc) from exc
+        raise storage_error(exc) from exc
     except Exception as exc:  # malformed multipart
-        raise ApiError(400, f"malformed multipart body: {type(exc).__name__}") from exc
+        raise InvalidRequest(f"malformed multipart body: {type(exc).__name__}") from exc
 
 
 def _discard(receiver: _Receiver, upload: Upload) -> None:

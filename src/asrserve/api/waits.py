@@ -16,7 +16,7 @@ from typing import Any
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from asrserve.api.errors import ApiError
+from asrserve.errors import RateLimited
 
 RETRY_AFTER_S = 5
 
@@ -27,16 +27,15 @@ class WaitGate:
         self.by_key: dict[str, int] = {}
 
     def take(self, key: str) -> Callable[[], None]:
-        """One more wait for ``key`` (:class:`ApiError` 429 past its share), and the
+        """One more wait for ``key`` (:class:`RateLimited` past its share), and the
         function that gives it back (once, however often it is called)."""
         held = self.by_key.get(key, 0)
         if held >= self.per_key:
-            raise ApiError(
-                429,
+            raise RateLimited(
                 f"you hold {held} event streams and long polls open at once, your share;"
                 " close one or retry shortly",
                 code="too_many_waits",
-                headers={"Retry-After": str(RETRY_AFTER_S)},
+                retry_after=RETRY_AFTER_S,
             )
         self.by_key[key] = held + 1
         given = False

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from asrserve.auth.keys import ApiKey
+from asrserve.errors import NotFound
 from asrserve.settings import Settings
+
+
+class Owned(Protocol):
+    """A job, file or batch: created by the key it is owned by (None: auth was off)."""
+
+    @property
+    def owner(self) -> str | None: ...
+
+
+OwnedT = TypeVar("OwnedT", bound=Owned)
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,13 @@ class Principal:
 
     def sees(self, owner: str | None) -> bool:
         return self.admin or owner == self.key_id
+
+    def visible(self, item: OwnedT | None, missing: NotFound) -> OwnedT:
+        """``item`` if this caller may see it; ``missing`` raised otherwise, exactly as if it
+        did not exist (each key sees only what it created)."""
+        if item is None or not self.sees(item.owner):
+            raise missing
+        return item
 
     @classmethod
     def of(cls, key: ApiKey, settings: Settings) -> Principal:

@@ -1,7 +1,9 @@
-"""One SQLite file (WAL) shared by the embedded job store and queue.
+"""One SQLite file (WAL) shared by the embedded stores and queue.
 
 SQLite calls are short but may fsync, so they run in a worker thread; a lock serialises
-them on the single connection.
+them on the single connection. A transaction that SQLite cannot do (disk full, read-only,
+I/O error, locked) fails with :class:`~asrserve.errors.StoreUnavailable`: the driver's error
+is translated here, at the one place every SQLite store runs its statements.
 """
 
 from __future__ import annotations
@@ -13,7 +15,28 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from asrserve.errors import StorageFull, StoreUnavailable
+
 T = TypeVar("T")
+
+FULL_RETRY_AFTER_S = 60
+UNAVAILABLE_RETRY_AFTER_S = 10
+
+
+def translated(exc: sqlite3.OperationalError) -> StoreUnavailable:
+    """What a client is told when the database cannot do its part: storage full when the
+    disk is, unavailable otherwise (read-only, I/O error, locked); both worth a retry later."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if (code is not None and code & 0xFF == sqlite3.SQLITE_FULL) or "disk is full" in str(exc):
+        return StorageFull(
+            "the server's storage is full, so the request could not be recorded; retry later",
+            retry_after=FULL_RETRY_AFTER_S,
+        )
+    return StoreUnavailable(
+        "the server's database is unavailable right now; retry later",
+        code="storage_unavailable",
+        retry_after=UNAVAILABLE_RETRY_AFTER_S,
+    )
 
 
 class Database:
@@ -30,7 +53,14 @@ class Database:
         self._lock = threading.Lock()
 
     def run_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one transaction (BEGIN IMMEDIATE ... COMMIT)."""
+        """Run ``fn`` in one transaction (BEGIN IMMEDIATE ... COMMIT);
+        :class:`StoreUnavailable` if SQLite cannot."""
+        try:
+            return self._transaction(fn)
+        except sqlite3.OperationalError as exc:
+            raise translated(exc) from exc
+
+    def _transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:

@@ -36,18 +36,17 @@ from asrserve.engine.base import (
     Engine,
     RawSegment,
 )
+from asrserve.errors import DeadlineExceeded, InternalError
 from asrserve.jobs.models import Task, TranscriptionOptions
 
 log = logging.getLogger(__name__)
 
 
-class DeadlineExceeded(Exception):
-    """The chunk's deadline passed before a device picked it up; it never ran."""
-
-
-class RunTimeout(Exception):
+class RunTimeout(InternalError):
     """A batch ran far longer than the device's measured speed allows: it hangs. Its
     chunks fail with this; the device goes on in a fresh thread."""
+
+    default_code = "run_timeout"
 
 
 @dataclass(frozen=True)
@@ -267,7 +266,9 @@ class Scheduler:
             if item.future.done():
                 self.stats.dropped += 1
             elif item.deadline is not None and now >= item.deadline:
-                item.future.set_exception(DeadlineExceeded())
+                item.future.set_exception(
+                    DeadlineExceeded("the request's deadline passed before it could run")
+                )
                 self.stats.dropped += 1
             else:
                 alive.append(item)

@@ -20,7 +20,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from asrserve.backends.redis import REDIS_ERRORS
+from asrserve.backends.redis import UNREACHABLE
 from asrserve.cluster.base import Duties, Lease, WorkerRegistry
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class RedisLease(Lease):
             await self.release()
 
     async def release(self) -> None:
-        with contextlib.suppress(*REDIS_ERRORS):  # else it expires on its own
+        with contextlib.suppress(*UNREACHABLE):  # else it expires on its own
             await self._release(keys=[self._key], args=[self._holder])
 
 
@@ -114,4 +114,4 @@ def _outage(exc: BaseException) -> bool:
     """Redis was unreachable (the only error, or the only errors of a task group)."""
     if isinstance(exc, BaseExceptionGroup):
         return all(_outage(inner) for inner in exc.exceptions)
-    return isinstance(exc, REDIS_ERRORS)
+    return isinstance(exc, UNREACHABLE)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from asrserve.errors import NotFound
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Transcript
 
@@ -16,8 +17,10 @@ CHUNK_SECONDS = 30.0
 FRAMES_PER_SECOND = 100  # log-mel frames (hop of 160 samples)
 
 
-class ModelNotFoundError(RuntimeError):
+class ModelNotFoundError(NotFound):
     """The configured model directory is missing or is not a CTranslate2 Whisper model."""
+
+    default_code = "model_not_found"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import secrets
 
 import redis.asyncio as aioredis
 
-from asrserve.backends.redis import REDIS_ERRORS
+from asrserve.backends.redis import UNREACHABLE
 from asrserve.events.base import Finished, JobEvents
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class RedisEvents(JobEvents):
     async def _send(self, payload: str) -> None:
         try:
             await self._client.publish(self._channel, payload)
-        except REDIS_ERRORS as exc:  # other nodes resync when their subscription returns
+        except UNREACHABLE as exc:  # other nodes resync when their subscription returns
             log.warning("event not published (%s): %s", exc, payload)
 
     async def listen(self) -> None:
@@ -79,7 +79,7 @@ class RedisEvents(JobEvents):
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             self._dispatch(message["data"])
-            except REDIS_ERRORS as exc:
+            except UNREACHABLE as exc:
                 log.warning("event subscription lost (%s); retrying in %.1f s", exc, delay)
             await asyncio.sleep(delay)  # a reconnect backoff: there is nothing to wait on
             delay = min(delay * 2, RECONNECT_MAX_S)

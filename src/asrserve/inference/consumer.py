@@ -14,16 +14,14 @@ import asyncio
 import contextlib
 import functools
 import logging
-import sqlite3
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from asrserve.backends.backend import Backend
-from asrserve.backends.redis import REDIS_ERRORS
-from asrserve.batcher.scheduler import DeadlineExceeded, RunTimeout, Scheduler
-from asrserve.errors import AsrError
+from asrserve.batcher.scheduler import RunTimeout, Scheduler
+from asrserve.errors import AsrError, InternalError, StoreUnavailable
 from asrserve.events import Finished
 from asrserve.inference.preprocess_stats import PreprocessStats
 from asrserve.inference.priority_pool import PriorityPool
@@ -42,7 +40,7 @@ HAND_BACK_S = 5.0  # drain: how long cancelled jobs may take to hand themselves 
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 30.0
 # What a store or queue raises while its storage fails (and may come back): retried.
-TRANSIENT_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.OperationalError, *REDIS_ERRORS)
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (OSError, StoreUnavailable)
 T = TypeVar("T")
 
 
@@ -289,11 +287,8 @@ class Consumer:
     async def _give_up(self, delivery: Delivery, attempts: int) -> None:
         """A job that was started too often without finishing (it crashed or hung its
         worker each time) is failed and dead-lettered, so that it stops taking workers down."""
-        error = JobError(
-            status=500,
-            code="too_many_attempts",
-            message=f"the job was started {attempts} times and never finished",
-        )
+        message = f"the job was started {attempts} times and never finished"
+        error = JobError.of(InternalError(message, code="too_many_attempts"))
         failed = await self.durably("store", lambda: self._store.fail(delivery.job_id, error))
         reason = f"started {attempts} times without finishing"
         await self.durably("dead-letter", lambda: self._queue.dead_letter(delivery, reason))
@@ -316,24 +311,15 @@ class Consumer:
                 lane.stats,
                 writer,
             )
-        except AsrError as exc:  # the audio, the owner's quota
-            error = JobError.of(exc)
         except RunTimeout as exc:
             log.error("job %s failed: %s", job.id, exc)
-            error = JobError(status=500, code="run_timeout", message=str(exc))
-        except DeadlineExceeded:
-            error = JobError(
-                status=504,
-                code="deadline_exceeded",
-                message="the request's deadline passed before it could run",
-            )
+            error = JobError.of(exc)
+        except AsrError as exc:  # the audio, the owner's quota, a deadline passed
+            error = JobError.of(exc)
         except Exception as exc:
             log.exception("job %s failed", job.id)
-            error = JobError(
-                status=500,
-                code="internal_error",
-                message=f"transcription failed: {type(exc).__name__}",
-            )
+            message = f"transcription failed: {type(exc).__name__}"
+            error = JobError.of(InternalError(message))
         finally:
             await writer.close()
         return error

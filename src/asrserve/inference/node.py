@@ -14,9 +14,9 @@ import signal
 from collections.abc import Callable
 
 from asrserve.backends.backend import Backend, open_backend
-from asrserve.backends.redis import REDIS_ERRORS
 from asrserve.batcher.recording import TrafficRecorder
 from asrserve.engine import loading
+from asrserve.errors import StoreUnavailable
 from asrserve.inference.probe_server import ProbeServer
 from asrserve.inference.runtime import STOP_BOUND_S, EngineFactory, start_inference
 from asrserve.metrics import Metrics
@@ -51,7 +51,7 @@ def _awaits(task: asyncio.Task[object]) -> list[str]:
     return where
 
 
-_UNREACHABLE: tuple[type[Exception], ...] = (TimeoutError, *REDIS_ERRORS)
+_UNREACHABLE: tuple[type[Exception], ...] = (TimeoutError, StoreUnavailable)
 
 
 def _pinger(backend: Backend, loop: asyncio.AbstractEventLoop) -> Callable[[], bool]:

@@ -16,7 +16,6 @@ from typing import Any
 
 from asrserve.audio.allocations import cap_ffmpeg_allocations
 from asrserve.backends.backend import Backend
-from asrserve.backends.redis import REDIS_ERRORS
 from asrserve.batcher.device import Device
 from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.recording import TrafficRecorder
@@ -26,6 +25,7 @@ from asrserve.cluster.base import WorkerRegistry
 from asrserve.engine.base import Engine, ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.loading import layout, resolve_device
+from asrserve.errors import StoreUnavailable
 from asrserve.inference.consumer import Consumer, Lane
 from asrserve.inference.preprocess_stats import PreprocessStats, bound
 from asrserve.inference.priority_pool import PriorityPool
@@ -192,11 +192,11 @@ async def _report(
             view = {**inference.view(), "throughput": inference.scheduler.stats.throughput()}
             try:
                 await registry.report(node, view)
-            except REDIS_ERRORS as exc:
+            except StoreUnavailable as exc:
                 log.warning("worker report failed (%s)", exc)
             await asyncio.sleep(settings.lease_s / 3)  # a report timer: no event to wait on
     finally:
-        with contextlib.suppress(*REDIS_ERRORS):
+        with contextlib.suppress(StoreUnavailable):
             await asyncio.shield(registry.forget(node))
 
 

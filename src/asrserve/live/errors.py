@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asrserve.errors import STATUS_OF_KIND, AsrError, ErrorKind, error_body
+from asrserve.errors import AsrError, ErrorKind
 
 
 class LiveError(AsrError):
@@ -30,5 +30,4 @@ class LiveUnavailable(AsrError):
 
 def error_event(exc: AsrError) -> dict[str, Any]:
     """A core error as a realtime ``error`` event, in OpenAI's error shape."""
-    body = error_body(STATUS_OF_KIND[exc.kind], exc.message, param=exc.param, code=exc.code)
-    return {"type": "error", **body}
+    return {"type": "error", **exc.body()}

@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from asrserve.batcher.scheduler import DeadlineExceeded
 from asrserve.engine.base import SAMPLING_RATE, RawSegment
-from asrserve.errors import AsrError, error_body
+from asrserve.errors import AsrError, DeadlineExceeded, InternalError
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.live.agreement import Agreement
 from asrserve.live.audio import PcmInput
@@ -355,8 +354,7 @@ class LiveSession:
             self.events.put_nowait(error_event(exc))
             return
         log.error("live session %s: decode failed", self.id, exc_info=exc)
-        body = error_body(500, "the decode failed", code="internal_error")
-        self.events.put_nowait({"type": "error", **body})
+        self.events.put_nowait(error_event(InternalError("the decode failed")))
 
 
 class _Turn:

@@ -27,9 +27,9 @@ from asrserve.batch_api.store import BatchStore
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import AsrError, NotFound, QuotaExceeded
 from asrserve.files.models import FilePurpose, StoredFile
-from asrserve.files.store import FileStore
 from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus
 from asrserve.service.fairness import round_robin
+from asrserve.service.files import FileNotFound, Files
 from asrserve.service.jobs import Service
 from asrserve.waiting import wait_event
 
@@ -45,7 +45,7 @@ class BatchRunner:
         self,
         service: Service,
         batches: BatchStore,
-        files: FileStore,
+        files: Files,
         catalog: Catalog,
         on_end: Callable[[Batch], None] = lambda batch: None,
     ) -> None:
@@ -121,11 +121,11 @@ class BatchRunner:
             return await self._set(batch.id, BatchStatus.FAILED, "failed_at", errors=exc.errors)
         records = {}
         for file_id in {request.file_id for request in requests}:
-            record = await self._files.get(file_id)
+            record = await self._files.store.get(file_id)
             usable = record and record.purpose is FilePurpose.AUDIO and record.owner == batch.owner
             records[file_id] = record if usable else None
         durations = {
-            file_id: await self._probe(self._settings.files_dir / file_id)
+            file_id: await self._probe(self._files.content_path(file_id))
             for file_id, record in records.items()
             if record is not None
         }
@@ -169,8 +169,8 @@ class BatchRunner:
 
     async def _read_input(self, batch: Batch) -> list[RequestLine]:
         """The requests, parsed line by line as the file is read (never read whole)."""
-        record = await self._files.get(batch.input_file_id)
-        path = self._settings.files_dir / batch.input_file_id
+        record = await self._files.store.get(batch.input_file_id)
+        path = self._files.content_path(batch.input_file_id)
         message = f"the input file '{batch.input_file_id}' no longer exists"
         gone = InvalidInput([BatchErrorLine(code="file_not_found", message=message)])
         if record is None:
@@ -213,10 +213,10 @@ class BatchRunner:
             )
             if record is None:
                 message = f"no audio file '{request.file_id}' (upload it with purpose=audio)"
-                error = JobError(status=404, code="file_not_found", message=message)
+                error = JobError.of(FileNotFound(message))
                 items.append(item.model_copy(update={"error": error}))
                 continue
-            path = self._settings.files_dir / record.id
+            path = self._files.content_path(record.id)
             duration = durations[record.id]
             if isinstance(duration, AsrError):
                 items.append(item.model_copy(update={"error": JobError.of(duration)}))
@@ -307,7 +307,7 @@ class BatchRunner:
         if not lines:
             return None
         file_id = f"file-{batch.id.removeprefix('batch_')}-{kind}"
-        path = self._settings.files_dir / file_id
+        path = self._files.content_path(file_id)
         size = await asyncio.to_thread(write_lines, path, lines)
         filename = f"{batch.id}_{kind}.jsonl"
         record = StoredFile(
@@ -317,7 +317,7 @@ class BatchRunner:
             purpose=FilePurpose.BATCH_OUTPUT,
             owner=batch.owner,
         )
-        await self._files.put(record)
+        await self._files.store.put(record)
         return file_id
 
     async def _set(

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from asrserve.admission import Admission
 from asrserve.audio.errors import AudioError
@@ -24,27 +24,13 @@ from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
 from asrserve.jobs.store import JobStore
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
+from asrserve.service.files import ReceivedFile
 from asrserve.service.signing import Signer
 from asrserve.settings import MIB, Settings
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class ReceivedAudio(Protocol):
-    """An uploaded audio file as the HTTP edge stored it (None: no file part was sent)."""
-
-    @property
-    def path(self) -> Path | None: ...
-
-    @property
-    def filename(self) -> str: ...
-
-    @property
-    def size(self) -> int: ...
-
-    def remove(self) -> None: ...
 
 
 class Service:
@@ -69,7 +55,7 @@ class Service:
     async def submit(
         self,
         job_id: str,
-        upload: ReceivedAudio,
+        upload: ReceivedFile,
         options: TranscriptionOptions,
         priority: Priority,
         callback_url: str | None = None,

@@ -18,8 +18,8 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import FileResponse
 
 from asrserve.api.deps import ApiContext, context
-from asrserve.api.errors import ApiError
 from asrserve.api.schemas import job_view
+from asrserve.errors import NotFound
 from asrserve.jobs.models import Job, JobStatus
 
 router = APIRouter()
@@ -47,7 +47,7 @@ async def index() -> FileResponse:
 async def asset(name: str) -> FileResponse:
     media_type = ASSETS.get(name)
     if media_type is None:  # a fixed list: no path ever reaches the file system unchecked
-        raise ApiError(404, f"no dashboard asset '{name}'", param="name", code="not_found")
+        raise NotFound(f"no dashboard asset '{name}'", param="name", code="not_found")
     return FileResponse(STATIC_DIR / name, media_type=media_type, headers=NO_CACHE)
 
 
