@@ -22,6 +22,7 @@ from pydantic_settings import (
 )
 
 from asrserve.batcher.policies import policy_class
+from asrserve.engine.registry import DEFAULT_ENGINE, check_engine
 
 MIB = 1024 * 1024
 ENV_PREFIX = "ASRSERVE_"
@@ -187,6 +188,9 @@ class Settings(BaseSettings):
     )
     offline: bool = Field(
         False, description="Never download a model (HF_HUB_OFFLINE=1 too): use the cache only."
+    )
+    engine: str = Field(
+        DEFAULT_ENGINE, description="The engine that runs the models (engine/registry.py)."
     )
     device: str = Field("cpu", pattern="^(cpu|cuda|auto)$")
     device_index: Annotated[tuple[int, ...], NoDecode] = (0,)
@@ -487,19 +491,18 @@ class Settings(BaseSettings):
         policy_class(value)  # ValueError naming the registered policies
         return value
 
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        return check_engine(value)  # ValueError naming the registered engines
+
     @property
     def windows(self) -> tuple[float, ...]:
-        """The encoder windows chunks may be padded to under the configured mode."""
+        """The encoder windows chunks may be padded to under the configured mode; a model
+        gets those its engine takes (:meth:`~asrserve.engine.base.Capabilities.windows`)."""
         if self.encoder_window is EncoderWindow.FULL:
             return (30.0,)
         return self.encoder_windows_s
-
-    def windows_for(self, multilingual: bool) -> tuple[float, ...]:
-        """The encoder windows of one model's chunks. Shorter windows are validated on
-        English-only models (``tests/test_encoder_window.py``); a multilingual model gets full
-        ones: on a 5 s window the multilingual base judged a clear 3.7 s German sentence
-        silent (no-speech probability 0.75 against 0.25 on a full window) when translating."""
-        return (30.0,) if multilingual else self.windows
 
     @property
     def model_cache(self) -> Path:

@@ -8,9 +8,26 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asrserve.engine.base import ChunkInput, Engine, RawSegment, RawWord, Settled, unheard
+from asrserve.engine.base import (
+    Capabilities,
+    ChunkInput,
+    Engine,
+    RawSegment,
+    RawWord,
+    Settled,
+    unheard,
+)
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript
+
+# an English-only model that takes short windows, as tiny.en on CTranslate2 does
+FAKE_CAPABILITIES = Capabilities(
+    languages=("en",),
+    short_windows=True,
+    prompts_per_window=True,
+    word_timestamps=True,
+    devices=("cpu",),
+)
 
 
 class FakeEngine(Engine):
@@ -38,6 +55,10 @@ class FakeEngine(Engine):
     @property
     def loaded(self) -> bool:
         return self.weights
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return FAKE_CAPABILITIES
 
     def unload(self) -> None:
         self.weights = False

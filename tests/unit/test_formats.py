@@ -10,7 +10,7 @@ from asrserve.audio.chunk import assemble, fixed_regions, layout, restore
 from asrserve.audio.features import VAD, window_frames
 from asrserve.audio.vad import SpeechDetector
 from asrserve.engine.base import RawSegment, RawWord
-from asrserve.engine.whisper import stack_padded
+from asrserve.engine.decoding import stack_padded
 from asrserve.formats import ResponseFormat, WhisperOutput, render, render_whisper, timestamp
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word

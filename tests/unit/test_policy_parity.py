@@ -18,12 +18,21 @@ from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.policies import POLICIES
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
-from asrserve.engine.base import SAMPLING_RATE, ChunkInput, Engine, RawSegment, Settled, unheard
+from asrserve.engine.base import (
+    SAMPLING_RATE,
+    Capabilities,
+    ChunkInput,
+    Engine,
+    RawSegment,
+    Settled,
+    unheard,
+)
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.transcript import Transcript
 from asrserve.tune.chunks import DEFAULT_WINDOWS, Item, chunk_durations, window_frames
 from asrserve.tune.model import LatencyModel
 from asrserve.tune.simulator import Request, Service, Setting, simulate
+from tests.support.fakes import FAKE_CAPABILITIES
 
 COST = 0.37  # seconds per batch (and per whole file), whatever its size
 MAX_BATCH, MAX_WAIT, HOLDOFF = 4, 0.05, 0.2
@@ -50,6 +59,10 @@ class StepEngine(Engine):
 
     def __init__(self) -> None:
         self.calls: queue.Queue[tuple[list[Any], threading.Event]] = queue.Queue()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return FAKE_CAPABILITIES
 
     def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:
         return np.zeros((80, frames), dtype=np.float32)

@@ -46,8 +46,8 @@ from asrserve.batch_api.models import Batch
 from asrserve.batcher.recording import TrafficRecorder
 from asrserve.cluster.base import supervised
 from asrserve.cluster.merge import merge
-from asrserve.engine import loading
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.registry import load_engines, served_models
 from asrserve.events import Finished
 from asrserve.inference.runtime import (
     EngineFactory,
@@ -71,7 +71,7 @@ __all__ = ["create_app"]
 
 
 def create_app(
-    settings: Settings, engine_factory: EngineFactory = loading.load, *, inference: bool = True
+    settings: Settings, engine_factory: EngineFactory = load_engines, *, inference: bool = True
 ) -> FastAPI:
     """``inference=False`` (distributed only): an API node that runs no model."""
     if not inference and settings.broker is None:
@@ -98,7 +98,7 @@ def create_app(
                 local = await start_inference(
                     settings, backend, engine_factory, context.metrics, recorder
                 )
-            catalog = local.catalog if local is not None else loading.catalog(settings)
+            catalog = local.catalog if local is not None else served_models(settings)
             tasks.append(asyncio.create_task(_lead(settings, backend, context, catalog)))
             context.scheduler_view = _view(backend, local)
             if local is not None:

@@ -138,7 +138,7 @@ def prepare_modes(
 ) -> tuple[Modes, dict[str, float]]:
     """Each window mode's chunks of all files, and its preprocessing throughput (decode,
     VAD and features: audio s per wall s on one thread). A multilingual model is served in
-    full windows only (``Settings.windows_for``), so it gets no bucketed mode."""
+    full windows only (its ``Engine.capabilities``), so it gets no bucketed mode."""
     from asrserve.engine.loading import load
 
     one = settings.model_copy(update={"cpu_replicas": 1, "cpu_threads": 1})

@@ -40,7 +40,7 @@ def measure_fallback(
         "no fallback": _engines(settings.model_copy(update={"fallback_temperatures": (0.0,)})),
     }
     first = sides["fallback"][0]
-    windows = settings.windows_for(first.multilingual)
+    windows = first.capabilities.windows(settings.windows)
     prepared = [
         prepare(f.path, first, max_seconds=MAX_SECONDS, vad=True, windows=windows) for f in files
     ]

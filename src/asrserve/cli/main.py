@@ -283,7 +283,7 @@ def transcribe(
     from tqdm import tqdm
 
     from asrserve.audio.errors import AudioError
-    from asrserve.engine import loading
+    from asrserve.engine.registry import load_engines
     from asrserve.formats import ResponseFormat, render
     from asrserve.inference.direct import transcribe_file
 
@@ -292,7 +292,7 @@ def transcribe(
     except InvalidRequest as exc:
         print(f"asrserve: {exc.message}", file=sys.stderr)
         return 2
-    engine = next(iter(loading.load(settings.model_copy(update={"cpu_replicas": 1}))[0].values()))
+    engine = next(iter(load_engines(settings.model_copy(update={"cpu_replicas": 1}))[0].values()))
     response = {
         "txt": ResponseFormat.TEXT,
         "json": ResponseFormat.VERBOSE_JSON,
@@ -318,7 +318,7 @@ def transcribe(
                     max_seconds=settings.max_audio_seconds,
                     vad=settings.vad_filter,
                     batch_size=settings.max_batch_size,
-                    windows=settings.windows_for(engine.multilingual),
+                    windows=engine.capabilities.windows(settings.windows),
                     progress=progress,
                 )
         except (AudioError, OSError) as exc:
@@ -337,12 +337,12 @@ def transcribe(
 def local_options(settings: Settings, task: str, language: str | None) -> TranscriptionOptions:
     """``--task`` and ``--language`` checked as the API checks them, against the default
     model (a translation needs a multilingual one, as does a language other than English)."""
-    from asrserve.engine import loading
+    from asrserve.engine.registry import served_models
     from asrserve.jobs.models import Task
     from asrserve.requests import parse_request
 
     fields = {"language": [language]} if language else {}
-    return parse_request(fields, loading.catalog(settings), task=Task(task)).options
+    return parse_request(fields, served_models(settings), task=Task(task)).options
 
 
 if __name__ == "__main__":

@@ -34,6 +34,32 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class Capabilities:
+    """What a loaded model on its engine supports. The service asks; it does not decide
+    from the model's name or the settings what an engine can do."""
+
+    languages: tuple[str, ...]  # the codes it transcribes ("en" alone: English-only)
+    short_windows: bool  # encoder windows under 30 s keep its accuracy
+    prompts_per_window: bool  # each window of a batch conditioned on its own text
+    word_timestamps: bool
+    devices: tuple[str, ...]  # the device kinds its engine runs on
+
+    def windows(self, configured: tuple[float, ...]) -> tuple[float, ...]:
+        """The encoder windows its chunks are padded to: the configured ones if it takes
+        short windows, else the full 30 s."""
+        return configured if self.short_windows else (CHUNK_SECONDS,)
+
+    def view(self) -> dict[str, object]:
+        return {
+            "languages": len(self.languages),
+            "short_windows": self.short_windows,
+            "prompts_per_window": self.prompts_per_window,
+            "word_timestamps": self.word_timestamps,
+            "devices": list(self.devices),
+        }
+
+
+@dataclass(frozen=True)
 class ChunkInput:
     """One ≤30 s window of one job: log-mel features plus where it sits in the job's timeline."""
 
@@ -87,6 +113,11 @@ class Engine(ABC):
     model_id: str
     multilingual: bool
     weights_bytes: int = 0  # the model's weights on disk: about what a replica holds
+
+    @property
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """What this replica's model supports on this engine."""
 
     @abstractmethod
     def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:

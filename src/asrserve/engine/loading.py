@@ -3,7 +3,8 @@
 ``catalog`` reads the served models' directories without loading them, so an API node that
 runs no inference can still validate requests; ``load`` makes the replicas the scheduler runs
 on, a replica of every model on every device.
-Everything CTranslate2-specific about loading lives here, not in the node wiring.
+Everything CTranslate2-specific about loading lives here, not in the node wiring: the node
+reaches it through :mod:`asrserve.engine.registry`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,21 @@ def resolve_device(settings: Settings) -> str:
     return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
 
 
+def compute_type(device: str, configured: str) -> str:
+    """What the weights run in: ``default`` is float16 on CUDA, int8 on the CPU."""
+    if configured != "default":
+        return configured
+    return "float16" if device == "cuda" else "int8"
+
+
+def device_names(settings: Settings, replicas: int) -> list[str]:
+    """The replicas' devices by name: ``cuda:N`` for each CUDA device index, else ``cpu:N``
+    for each CPU replica (a share of the cores)."""
+    device = resolve_device(settings)
+    indices = settings.device_index if device == "cuda" else range(replicas)
+    return [f"{device}:{index}" for index in indices][:replicas]
+
+
 def layout(settings: Settings) -> Layout:
     """Replicas × threads per replica on the CPU (``auto``: from the usable cores); on
     CUDA, a replica per device index."""
@@ -69,9 +85,7 @@ def load(settings: Settings) -> list[dict[str, Engine]]:
     replicas of a model share one copy of its weights."""
     sources = resolve_models(settings)
     device = resolve_device(settings)
-    compute = settings.compute_type
-    if compute == "default":
-        compute = "float16" if device == "cuda" else "int8"
+    compute = compute_type(device, settings.compute_type)
     if device == "cuda":
         per_model = {
             source.id: [

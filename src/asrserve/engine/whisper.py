@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asrserve.engine.base import (
-    FRAMES_PER_SECOND,
+    Capabilities,
     ChunkInput,
     Engine,
     ModelNotFoundError,
@@ -22,6 +22,13 @@ from asrserve.engine.base import (
     Settled,
     unheard,
 )
+from asrserve.engine.decoding import (
+    WindowOutput,
+    context_tokens,
+    decode_windows,
+    full_window,
+    stack_padded,
+)
 from asrserve.engine.fallback import (
     BEST_OF,
     PROMPT_RESET_TEMPERATURE,
@@ -29,9 +36,9 @@ from asrserve.engine.fallback import (
     Attempt,
     FallbackCounts,
     decode_all,
-    silent,
     temperatures,
 )
+from asrserve.engine.languages import LANGUAGE_NAMES
 from asrserve.engine.memory import give_back
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
@@ -48,30 +55,6 @@ log = logging.getLogger(__name__)
 _UNLOAD_RETRIES = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.6)
 
 REQUIRED_FILES = ("model.bin", "config.json")
-MIN_TAIL_S = 1.0  # undecoded audio at the end of a window worth another pass
-MAX_PASSES = 4  # one pass, plus continuations of windows whisper left unfinished
-FULL_WINDOW_FRAMES = 3000  # 30 s of log-mel frames
-CONTEXT_TOKENS = 32  # of a window's context text, what it is conditioned on
-
-
-def _context_tokens(tokenizer: Any, text: str) -> list[int]:
-    """The last :data:`CONTEXT_TOKENS` tokens of text said before a window, as Whisper
-    conditions on previous text. One length for every window with that much context keeps
-    them in one ``generate`` call (each prompt length is a call of its own)."""
-    text = text.strip()
-    return list(tokenizer.encode(" " + text))[-CONTEXT_TOKENS:] if text else []
-
-
-def _full_window(chunk: ChunkInput) -> ChunkInput | None:
-    """The chunk's features padded to 30 s as ``features(audio)`` pads them (with zeros);
-    None for a chunk on the full window already."""
-    if chunk.features.shape[-1] >= FULL_WINDOW_FRAMES:
-        return None
-    padding = FULL_WINDOW_FRAMES - chunk.features.shape[-1]
-    features = np.pad(chunk.features, ((0, 0), (0, padding)))
-    return ChunkInput(
-        features=features, offset=chunk.offset, duration=chunk.duration, context=chunk.context
-    )
 
 
 def bundled_model_path() -> Path:
@@ -94,6 +77,20 @@ def check_model_dir(path: Path) -> Path:
             f"(missing: {', '.join(missing) or 'directory'}); nothing is downloaded at run time"
         )
     return path
+
+
+def whisper_capabilities(multilingual: bool) -> Capabilities:
+    """A Whisper model on CTranslate2. Shorter windows are validated on English-only models
+    (``tests/test_encoder_window.py``); a multilingual model gets full ones: on a 5 s window
+    the multilingual base judged a clear 3.7 s German sentence silent (no-speech probability
+    0.75 against 0.25 on a full window) when translating."""
+    return Capabilities(
+        languages=tuple(LANGUAGE_NAMES) if multilingual else ("en",),
+        short_windows=not multilingual,
+        prompts_per_window=True,  # each group of one prompt length is a generate call
+        word_timestamps=True,
+        devices=("cpu", "cuda"),
+    )
 
 
 @dataclass(frozen=True)
@@ -192,6 +189,10 @@ class FasterWhisperEngine(Engine):
         weights = SharedWeights(config)
         return [cls(config, weights) for _ in range(config.workers)]
 
+    @property
+    def capabilities(self) -> Capabilities:
+        return whisper_capabilities(self.multilingual)
+
     def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:
         from faster_whisper.audio import pad_or_trim
 
@@ -211,7 +212,7 @@ class FasterWhisperEngine(Engine):
             chunks,
             temperatures(options.temperature, self.config.fallback),
             lambda todo, temperature: self._decode(todo, options, temperature),
-            _full_window,
+            full_window,
             self.fallback_counts,
             settled,
         )
@@ -219,61 +220,37 @@ class FasterWhisperEngine(Engine):
     def _decode(
         self, chunks: Sequence[ChunkInput], options: TranscriptionOptions, temperature: float
     ) -> list[Attempt]:
-        """One decode of each chunk at ``temperature``: a pass over every window, then
-        passes over the tails Whisper left unfinished."""
+        """One decode of each chunk at ``temperature``, by Whisper's rules for a batch of
+        windows (:func:`~asrserve.engine.decoding.decode_windows`) on this replica's pass."""
         setup = self._decode_setup(options, temperature)
-        results: list[list[RawSegment]] = [[] for _ in chunks]
-        truncated: set[int] = set()
         reset = temperature > PROMPT_RESET_TEMPERATURE
-        context = [[] if reset else _context_tokens(setup[0], c.context) for c in chunks]
-        todo = list(enumerate(chunks))
-        for _ in range(MAX_PASSES):
-            # CTranslate2 wants one prompt length per generate call: continuations (and
-            # windows with context) are conditioned on different amounts of text, so they
-            # run grouped by that length.
-            groups: dict[int, list[tuple[int, ChunkInput]]] = {}
-            for item in todo:
-                length = self._prompt_length(context[item[0]] + _tokens(results[item[0]]))
-                groups.setdefault(length, []).append(item)
-            todo = [
-                rest
-                for group in groups.values()
-                for rest in self._pass(group, results, context, setup, truncated)
-            ]
-            if not todo:
-                break
-        return [
-            Attempt(segments, temperature, index in truncated)
-            for index, segments in enumerate(results)
-        ]
+        context = [[] if reset else context_tokens(setup[0].encode, c.context) for c in chunks]
+        return decode_windows(
+            chunks,
+            context,
+            lambda windows, prompts: self._forward(windows, prompts, setup),
+            self._prompt_length,
+            temperature,
+        )
 
-    def _pass(
+    def _forward(
         self,
-        todo: list[tuple[int, ChunkInput]],
-        results: list[list[RawSegment]],
-        context: list[list[int]],
+        windows: list[ChunkInput],
+        prompts: list[list[int]],
         setup: tuple[Any, DecodeOptions],
-        truncated: set[int],
-    ) -> list[tuple[int, ChunkInput]]:
+    ) -> list[WindowOutput]:
+        """One CTranslate2 encode + generate over ``windows``, each after its prompt."""
         tokenizer, decode = setup
-        features = stack_padded([chunk.features for _, chunk in todo])
-        metadata = [{"offset": c.offset, "duration": c.duration} for _, c in todo]
+        features = stack_padded([chunk.features for chunk in windows])
+        metadata = [{"offset": c.offset, "duration": c.duration} for c in windows]
         self._pipeline.last_speech_timestamp = 0.0
-        self._pipeline.previous = [context[index] + _tokens(results[index]) for index, _ in todo]
+        self._pipeline.previous = prompts
         outputs = self._pipeline.forward(features, tokenizer, metadata, decode)
-        resume = []
         ends = zip(self._pipeline.finished, self._pipeline.truncated, strict=True)
-        for (index, chunk), chunk_out, (done, limit) in zip(todo, outputs, ends, strict=True):
-            if limit:
-                truncated.add(index)
-            segments = [_raw_segment(s, decode.temperatures[0]) for s in chunk_out]
-            if segments and _silent(segments[0]):
-                continue  # no speech: skip the window, as sequential decoding does
-            results[index].extend(segments)
-            rest = None if done else _undecoded_tail(chunk, segments)
-            if rest is not None:
-                resume.append((index, rest))
-        return resume
+        return [
+            WindowOutput([_raw_segment(s, decode.temperatures[0]) for s in out], done, limit)
+            for out, (done, limit) in zip(outputs, ends, strict=True)
+        ]
 
     def _prompt_length(self, tokens: list[int]) -> int:
         limit: int = self._model.max_length // 2 - 1
@@ -378,41 +355,6 @@ class FasterWhisperEngine(Engine):
             word_timestamps=options.word_timestamps,
         )
         return tokenizer, decode
-
-
-def _undecoded_tail(chunk: ChunkInput, segments: list[RawSegment]) -> ChunkInput | None:
-    """What is left of ``chunk`` after its last decoded segment, if that is ≥ MIN_TAIL_S.
-
-    Whisper may stop before the end of a window and leave the rest "for the next window"
-    (an unfinished last segment, which faster-whisper drops); sequential decoding seeks
-    there, so a window decoded once would lose that speech. Decode it as a shifted window.
-    """
-    if not segments:
-        return None
-    done = segments[-1].end - chunk.offset
-    if done <= 0 or chunk.duration - done < MIN_TAIL_S:
-        return None
-    frames = round(done * FRAMES_PER_SECOND)
-    features = np.zeros_like(chunk.features)  # the same zero padding as pad_or_trim
-    features[:, : features.shape[1] - frames] = chunk.features[:, frames:]
-    return ChunkInput(features=features, offset=chunk.offset + done, duration=chunk.duration - done)
-
-
-def stack_padded(features: list[np.ndarray]) -> np.ndarray:
-    """One encoder batch: every item zero-padded to the longest window in the batch."""
-    frames = max(f.shape[-1] for f in features)
-    out = np.zeros((len(features), features[0].shape[0], frames), dtype=np.float32)
-    for row, f in zip(out, features, strict=True):
-        row[:, : f.shape[-1]] = f
-    return out
-
-
-def _tokens(segments: list[RawSegment]) -> list[int]:
-    return [token for segment in segments for token in segment.tokens]
-
-
-def _silent(segment: RawSegment) -> bool:
-    return silent(segment.no_speech_prob, segment.avg_logprob)
 
 
 def _raw_segment(seg: dict[str, Any], temperature: float) -> RawSegment:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from asrserve.backends.backend import Backend, open_backend
 from asrserve.batcher.recording import TrafficRecorder
-from asrserve.engine import loading
+from asrserve.engine.registry import load_engines
 from asrserve.errors import StoreUnavailable
 from asrserve.inference.probe_server import ProbeServer
 from asrserve.inference.runtime import STOP_BOUND_S, EngineFactory, start_inference
@@ -71,7 +71,7 @@ def _pinger(backend: Backend, loop: asyncio.AbstractEventLoop) -> Callable[[], b
     return reachable
 
 
-async def run_worker(settings: Settings, engine_factory: EngineFactory = loading.load) -> None:
+async def run_worker(settings: Settings, engine_factory: EngineFactory = load_engines) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

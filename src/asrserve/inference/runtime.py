@@ -24,7 +24,7 @@ from asrserve.batcher.stats import BatchRecord
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.engine.base import Engine, ModelInfo
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.loading import layout, resolve_device
+from asrserve.engine.registry import engine_kind
 from asrserve.errors import StoreUnavailable
 from asrserve.inference.consumer import Consumer, Lane
 from asrserve.inference.preprocess_stats import PreprocessStats, bound
@@ -57,11 +57,12 @@ class Inference:
     def view(self) -> dict[str, Any]:
         settings, scheduler = self.settings, self.scheduler
         return {
+            "engine": settings.engine,
             "policy": scheduler.policy.name,
             "max_batch_size": settings.max_batch_size,
             "max_wait_ms": settings.max_wait_ms,
             "devices": [d.name for d in scheduler.devices],
-            "layout": layout(settings).as_dict(),
+            "layout": engine_kind(settings).layout(settings).as_dict(),
             "encoder_window": settings.encoder_window.value,
             "encoder_windows_s": list(settings.windows),
             "pending_chunks": scheduler.pending_count(),
@@ -91,6 +92,7 @@ class Inference:
             {
                 "id": model.id,
                 "multilingual": model.multilingual,
+                "capabilities": devices[0].engines[model.id].capabilities.view(),
                 "weights_bytes": model.weights_bytes,
                 "loaded_on": [d.name for d in devices if d.engines[model.id].loaded],
                 "pending_chunks": self.scheduler.pending_count(model=model.id),
@@ -175,7 +177,7 @@ async def start_inference(
     log.info(
         "inference ready: %d device(s) (%s), model(s) %s, policy %s, %d claimed job(s) to recover",
         len(replicas),
-        layout(settings).source,
+        engine_kind(settings).layout(settings).source,
         ", ".join(catalog.ids),
         settings.batch_policy,
         recovered,
@@ -207,11 +209,9 @@ def _scheduler(
     recorder: TrafficRecorder | None,
 ) -> Scheduler:
     """One scheduler over every replica, reporting each batch to metrics and the recorder."""
-    kind = resolve_device(settings)
-    indices = settings.device_index if kind == "cuda" else range(len(replicas))
-    devices = [
-        Device(f"{kind}:{i}", dict(models)) for i, models in zip(indices, replicas, strict=False)
-    ]
+    engine = engine_kind(settings)
+    names = engine.device_names(settings, len(replicas))
+    devices = [Device(name, dict(models)) for name, models in zip(names, replicas, strict=False)]
     config = SchedulerConfig(
         policy=settings.batch_policy,
         max_batch_size=settings.max_batch_size,
@@ -237,7 +237,7 @@ def _scheduler(
 
     scheduler = Scheduler(devices, config, on_batch=on_batch)
     metrics.watch_scheduler(scheduler.stats)
-    if kind == "cuda":
+    if engine.resolve_device(settings) == "cuda":
         metrics.watch_gpus(settings.device_index)
     return scheduler
 

@@ -177,7 +177,7 @@ class Transcriber:
                 # not held back by a batch of the whole file.
                 room = 1 if not futures else lookahead - len(running)
                 batch = spans[len(futures) : len(futures) + room]
-                windows = self._settings.windows_for(features.multilingual)
+                windows = features.capabilities.windows(self._settings.windows)
                 chunks = await pool.run(
                     functools.partial(chunk_inputs, decoded, batch, features, windows)
                 )

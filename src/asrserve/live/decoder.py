@@ -34,7 +34,7 @@ class LiveDecoder:
         self, engine: Engine, audio: np.ndarray, full: bool, context: str = "", rescue: bool = True
     ) -> ChunkInput:
         duration = audio.shape[0] / SAMPLING_RATE
-        windows = (CHUNK_SECONDS,) if full else self._settings.windows_for(engine.multilingual)
+        windows = (CHUNK_SECONDS,) if full else engine.capabilities.windows(self._settings.windows)
         frames = window_frames(duration, windows)
         features = await asyncio.to_thread(functools.partial(engine.features, audio, frames))
         return ChunkInput(

@@ -1,0 +1,76 @@
+"""The engines the service can run, by name (``ASRSERVE_ENGINE``).
+
+An :class:`EngineKind` is everything the node wiring asks of an engine before it has a
+replica: which devices it runs on and what they are called, what the weights run in, how
+models are described without loading them (an API node validates requests against that)
+and how replicas are loaded. A loaded replica then declares what it supports itself
+(:attr:`asrserve.engine.base.Engine.capabilities`). Adding an engine is an entry in
+:data:`ENGINES`; nothing here imports an engine's runtime until that engine is asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from asrserve.engine.base import Engine
+    from asrserve.engine.catalog import Catalog
+    from asrserve.engine.layout import Layout
+    from asrserve.settings import Settings
+
+DEFAULT_ENGINE = "ctranslate2"
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    name: str
+    devices: tuple[str, ...]  # the device kinds it runs on ("auto" picks among them)
+    resolve_device: Callable[[Settings], str]  # the configured device, "auto" resolved
+    device_names: Callable[[Settings, int], list[str]]  # each replica's device, by name
+    compute_type: Callable[[str, str], str]  # (device, configured) -> what the weights run in
+    layout: Callable[[Settings], Layout]  # replicas × threads for the settings
+    catalog: Callable[[Settings], Catalog]  # the served models, described without loading
+    load: Callable[[Settings], list[dict[str, Engine]]]  # per device, a replica of each model
+
+
+def _ctranslate2() -> EngineKind:
+    from asrserve.engine import loading
+
+    return EngineKind(
+        name="ctranslate2",
+        devices=("cpu", "cuda"),
+        resolve_device=loading.resolve_device,
+        device_names=loading.device_names,
+        compute_type=loading.compute_type,
+        layout=loading.layout,
+        catalog=loading.catalog,
+        load=loading.load,
+    )
+
+
+ENGINES: dict[str, Callable[[], EngineKind]] = {"ctranslate2": _ctranslate2}
+"""Each engine by name, made on first use (its runtime is imported only then)."""
+
+
+def check_engine(name: str) -> str:
+    """``name`` if an engine is registered under it; ValueError naming those that are."""
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r}; registered: {', '.join(sorted(ENGINES))}")
+    return name
+
+
+def engine_kind(settings: Settings) -> EngineKind:
+    """The configured engine."""
+    return ENGINES[check_engine(settings.engine)]()
+
+
+def load_engines(settings: Settings) -> list[dict[str, Engine]]:
+    """Per device, a replica of every served model, on the configured engine."""
+    return engine_kind(settings).load(settings)
+
+
+def served_models(settings: Settings) -> Catalog:
+    """The served models, described by the configured engine without loading them."""
+    return engine_kind(settings).catalog(settings)
