@@ -65,7 +65,7 @@ class Batches:
             message = f"completion_window must be '{COMPLETION_WINDOW}'"
             raise InvalidRequest(message, param="completion_window")
         self._check_metadata(metadata)
-        record = await self._files.found(new.input_file_id, principal, INPUT_PARAM)
+        record = await self._files.found(new.input_file_id, principal)  # param: file_id
         if record.purpose is not FilePurpose.BATCH:
             message = f"file '{record.id}' has purpose '{record.purpose.value}', not 'batch'"
             raise InvalidRequest(message, param=INPUT_PARAM, code="invalid_file_purpose")
