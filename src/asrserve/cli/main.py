@@ -14,52 +14,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from asrserve.batcher.policies import POLICIES
 from asrserve.cli.logs import configure as configure_logging
 from asrserve.cli.tools import Command, tool_commands
 from asrserve.engine.base import ModelNotFoundError
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.settings import EncoderWindow, Settings, warn_renamed
-
-# flag -> (settings field, type, help)
-SERVE_FLAGS: dict[str, tuple[str, Any, str]] = {
-    "--host": ("host", str, "bind address (127.0.0.1)"),
-    "--port": ("port", int, "port (8000)"),
-    "--data-dir": ("data_dir", Path, "jobs database and uploaded audio (./data)"),
-    "--model-id": ("model_id", str, "id the one model is served as"),
-    "--model-cache-dir": ("model_cache_dir", Path, "model cache (DATA_DIR/models)"),
-    "--device": ("device", str, "cpu, cuda or auto"),
-    "--device-index": ("device_index", str, "CUDA device indices, e.g. 0,1"),
-    "--compute-type": ("compute_type", str, "int8 on CPU, float16 on CUDA by default"),
-    "--cpu-threads": ("cpu_threads", str, "threads per CPU replica (auto: cores / replicas)"),
-    "--cpu-replicas": ("cpu_replicas", str, "model replicas on the CPU (auto: one per core)"),
-    "--beam-size": ("beam_size", int, "beam size (5)"),
-    "--encoder-window": ("encoder_window", EncoderWindow, "adaptive (pad to a bucket) or full"),
-    "--encoder-windows-s": ("encoder_windows_s", str, "adaptive window buckets, e.g. 5,10,30"),
-    "--fallback-temperatures": (
-        "fallback_temperatures",
-        str,
-        "temperature fallback ladder (0,0.2,...,1.0; 0: none)",
-    ),
-    "--batch-policy": ("batch_policy", str, ", ".join(POLICIES)),
-    "--max-batch-size": ("max_batch_size", int, "chunks per batch"),
-    "--max-wait-ms": ("max_wait_ms", float, "window policy: wait after first arrival"),
-    "--max-queue-age-s": ("max_queue_age_s", float, "aging bound before a chunk jumps ahead"),
-    "--sync-timeout-s": ("sync_timeout_s", float, "deadline of synchronous requests"),
-    "--max-sync-upload-bytes": ("max_sync_upload_bytes", int, "sync endpoint byte limit"),
-    "--max-job-upload-bytes": ("max_job_upload_bytes", int, "/v1/jobs byte limit"),
-    "--max-audio-seconds": ("max_audio_seconds", float, "audio duration limit"),
-    "--audio-retention-s": ("audio_retention_s", float, "keep audio after a job ends"),
-    "--auth": ("auth", str, "API keys: auto (on unless bound to loopback), on, off"),
-    "--broker": ("broker", str, "redis://HOST:PORT/DB: run as a node of a distributed service"),
-    "--shared-dir": ("shared_dir", Path, "distributed: a directory every node mounts"),
-    "--lease-s": ("lease_s", float, "distributed: reclaim a silent worker's jobs after this"),
-    "--metrics-port": ("metrics_port", int, "worker node: serve Prometheus /metrics on this port"),
-    "--log-level": ("log_level", str, "debug, info, warning"),
-    "--log-format": ("log_format", str, "json (one object per line) or text"),
-}
-
+from asrserve.settings import Settings, warn_renamed
+from asrserve.settings.table import flags
 
 # Flags of renamed settings (see settings.RENAMED), still accepted with a warning.
 RENAMED_FLAGS = {"--cpu-workers": "--cpu-replicas"}
@@ -73,9 +34,9 @@ def build_settings(args: argparse.Namespace) -> Settings:
             if getattr(args, _dest(new), None) is None:
                 setattr(args, _dest(new), value)
     overrides: dict[str, Any] = {
-        field: getattr(args, flag[2:].replace("-", "_"))
-        for flag, (field, _, _) in SERVE_FLAGS.items()
-        if getattr(args, flag[2:].replace("-", "_"), None) is not None
+        flag.field: getattr(args, flag.field)
+        for flag in flags()
+        if getattr(args, flag.field, None) is not None
     }
     if getattr(args, "models", None):
         overrides["models"] = tuple(args.models)
@@ -131,10 +92,12 @@ def parser(tools: Mapping[str, Command] | None = None) -> argparse.ArgumentParse
     )
     serve.add_argument("--workers", action="store_true", help=argparse.SUPPRESS)  # renamed
     for sub in (serve, worker, transcribe):
-        for flag, (_, kind, text) in SERVE_FLAGS.items():
-            sub.add_argument(flag, type=kind, default=None, help=text)
+        kinds = {}
+        for flag in flags():
+            sub.add_argument(flag.name, type=flag.kind, default=None, help=flag.help)
+            kinds[flag.name] = flag.kind
         for old, new in RENAMED_FLAGS.items():
-            sub.add_argument(old, type=SERVE_FLAGS[new][1], default=None, help=argparse.SUPPRESS)
+            sub.add_argument(old, type=kinds[new], default=None, help=argparse.SUPPRESS)
         sub.add_argument("--devices", help="'cpu' or 'cuda:0,cuda:1': one model replica each")
         add_model_arguments(sub)
     for name, tool in (tool_commands() if tools is None else tools).items():

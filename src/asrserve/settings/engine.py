@@ -1,0 +1,154 @@
+"""What runs the models: which models, the engine, devices, replicas and decoding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+from asrserve.engine.registry import DEFAULT_ENGINE, check_engine
+from asrserve.settings.fields import FLAG, EncoderWindow, names, numbers
+
+
+class EngineSettings(BaseModel):
+    models: Annotated[tuple[str, ...], NoDecode] = Field(
+        ("tiny.en",),
+        description="Models to serve, the first the default (comma-separated): directories,"
+        " packaged models (`tiny.en`, `base`), faster-whisper size names or hub repo ids"
+        " (docs/models.md).",
+    )
+    model: Path | None = Field(
+        None,
+        description="The older setting: a CTranslate2 Whisper model directory, the one model"
+        " served when `models` is not set.",
+    )
+    model_id: str | None = Field(
+        None,
+        description="The id the one configured model is served as; default: its name.",
+        json_schema_extra=FLAG,
+    )
+    model_cache_dir: Path | None = Field(
+        None,
+        description="Joined packaged and downloaded models; default: `data_dir/models`.",
+        json_schema_extra=FLAG,
+    )
+    offline: bool = Field(
+        False,
+        description="Never download a model (`HF_HUB_OFFLINE=1` too): use the cache only.",
+    )
+    engine: str = Field(
+        DEFAULT_ENGINE,
+        description="The engine that runs the models, by its name in `engine/registry.py`"
+        " (faster-whisper on CTranslate2 is the one registered).",
+    )
+    device: str = Field(
+        "cpu", pattern="^(cpu|cuda|auto)$", description="`cpu`, `cuda` or `auto`.",
+        json_schema_extra=FLAG,
+    )  # fmt: skip
+    device_index: Annotated[tuple[int, ...], NoDecode] = Field(
+        (0,),
+        description="CUDA devices, one model replica each (`0,1`); or `--devices cuda:0,cuda:1`.",
+        json_schema_extra=FLAG,
+    )
+    compute_type: str = Field(
+        "default",
+        description="What the weights run in: `default` is `int8` on the CPU, `float16` on CUDA.",
+        json_schema_extra=FLAG,
+    )
+    cpu_threads: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        "auto",
+        description="Threads per CPU replica; `auto` (or 0): the cores shared out between the"
+        " replicas (docs/scheduler.md, the layout).",
+        json_schema_extra=FLAG,
+    )
+    cpu_replicas: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto",
+        description="Model replicas on the CPU (batches run at once; they share one copy of"
+        " the weights); `auto`: one per core, one thread each, up to 8.",
+        json_schema_extra=FLAG,
+    )
+    beam_size: int = Field(
+        5, ge=1, le=20, description="The default beam size.", json_schema_extra=FLAG
+    )
+    model_idle_s: float = Field(
+        0.0,
+        ge=0,
+        description="A model that has run nothing for this long releases its weights on each"
+        " device, and loads them again for its next request (0: never).",
+    )
+    vad_filter: bool = Field(
+        True, description="Cut every file at the silences Silero VAD finds before decoding."
+    )
+    encoder_window: EncoderWindow = Field(
+        EncoderWindow.ADAPTIVE,
+        description="`adaptive`: pad each window to its length bucket (`encoder_windows_s`),"
+        " where the model's engine takes short windows; `full`: 30 s windows.",
+        json_schema_extra=FLAG,
+    )
+    encoder_windows_s: Annotated[tuple[float, ...], NoDecode] = Field(
+        (5.0, 10.0, 15.0, 20.0, 30.0),
+        description="The window buckets (s) of adaptive windows.",
+        json_schema_extra=FLAG,
+    )
+    fallback_temperatures: Annotated[tuple[float, ...], NoDecode] = Field(
+        (0.0, 0.2, 0.4, 0.6, 0.8, 1.0),
+        description="Whisper's temperature fallback for requests at `temperature` 0: a window"
+        " whose decode loops or is unlikely is decoded again at the next temperature (`0`:"
+        " never; docs/decoding.md).",
+        json_schema_extra=FLAG,
+    )
+
+    _engine_numbers = field_validator(
+        "device_index", "encoder_windows_s", "fallback_temperatures", mode="before"
+    )(numbers)
+    _engine_names = field_validator("models", mode="before")(names)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_model_directory(cls, data: Any) -> Any:
+        """The older ``model`` (a directory) is the one model served unless ``models`` is set."""
+        if isinstance(data, dict) and data.get("model") is not None and "models" not in data:
+            data["models"] = (str(data["model"]),)
+        return data
+
+    @field_validator("encoder_windows_s")
+    @classmethod
+    def _check_windows(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(not 1.0 <= w <= 30.0 for w in value):
+            raise ValueError("encoder windows must be between 1 and 30 s")
+        return tuple(sorted(set(value)))
+
+    @field_validator("fallback_temperatures")
+    @classmethod
+    def _check_temperatures(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or value[0] != 0.0 or list(value) != sorted(set(value)) or value[-1] > 1.0:
+            raise ValueError("fallback temperatures rise from 0 to at most 1, e.g. 0,0.2,0.4")
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _some_model(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("name at least one model to serve")
+        return value
+
+    @model_validator(mode="after")
+    def _model_id_of_one(self) -> EngineSettings:
+        if self.model_id and len(self.models) > 1:
+            raise ValueError("model_id renames the one model served; several are served by name")
+        return self
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        return check_engine(value)  # ValueError naming the registered engines
+
+    @property
+    def windows(self) -> tuple[float, ...]:
+        """The encoder windows chunks may be padded to under the configured mode; a model
+        gets those its engine takes (:meth:`~asrserve.engine.base.Capabilities.windows`)."""
+        if self.encoder_window is EncoderWindow.FULL:
+            return (30.0,)
+        return self.encoder_windows_s

@@ -1,0 +1,43 @@
+"""Live (WebSocket) sessions: how many, how idle, how their turns are decoded."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class LiveSettings(BaseModel):
+    live_max_sessions: int = Field(
+        64,
+        ge=0,
+        description="Live sessions a node holds at once (more: `error` `too_many_sessions`,"
+        " close 1013).",
+    )
+    live_max_sessions_per_key: int = Field(
+        0,
+        ge=0,
+        description="Live sessions one API key (auth off: one client address) may hold open on"
+        " a node; 0: a quarter of `live_max_sessions`, at least 1.",
+    )
+    live_idle_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="A session whose client sends nothing this long is closed"
+        " (`session_idle_timeout`).",
+    )
+    live_interim_s: float = Field(
+        1.0, gt=0, description="New audio between two interim decodes of an open turn."
+    )
+    live_interim_deadline_s: float = Field(
+        1.0, gt=0, description="An interim decode no device started by then is dropped."
+    )
+    live_final_deadline_s: float = Field(
+        10.0,
+        gt=0,
+        description="A turn's final decode must start by then (else `...transcription.failed`).",
+    )
+    live_burst_s: float = Field(
+        10.0,
+        gt=0,
+        description="How far ahead of real time a client may send audio (more:"
+        " `input_too_fast`, the session ends).",
+    )
