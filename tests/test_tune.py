@@ -21,7 +21,7 @@ from asrserve.settings import Settings
 from asrserve.tune.chunks import chunk_durations, window_frames
 from asrserve.tune.cli import recommend
 from asrserve.tune.model import LatencyModel, fit, fit_overhead
-from asrserve.tune.simulator import Request, Service, Setting, simulate
+from asrserve.tune.simulator import Request, Setting, SimulatedService, simulate
 from tests.support.servers import Server
 
 MODEL = LatencyModel(a=0.05, b=0.02, c=0.1, whole_b=0.04, whole_c=0.05)
@@ -77,8 +77,8 @@ def test_larger_batches_under_load() -> None:
 
 def test_devices_run_in_parallel_and_none_uses_the_whole_file_model() -> None:
     requests = [Request(0.0, 20.0), Request(0.0, 20.0)]
-    one = simulate(requests, Setting("none"), MODEL, Service(devices=1))
-    two = simulate(requests, Setting("none"), MODEL, Service(devices=2))
+    one = simulate(requests, Setting("none"), MODEL, SimulatedService(devices=1))
+    two = simulate(requests, Setting("none"), MODEL, SimulatedService(devices=2))
     assert sorted(one.latencies) == pytest.approx([MODEL.whole(20.0), 2 * MODEL.whole(20.0)])
     assert two.latencies == pytest.approx([MODEL.whole(20.0)] * 2)
 
@@ -87,7 +87,7 @@ def test_only_prefetch_jobs_are_in_flight() -> None:
     burst = [Request(0.0, 12.0)] * 4
     together = simulate(burst, Setting("window", 4, 50.0), MODEL)
     assert together.mean_batch == 4.0
-    two_by_two = simulate(burst, Setting("window", 4, 50.0), MODEL, Service(prefetch=2))
+    two_by_two = simulate(burst, Setting("window", 4, 50.0), MODEL, SimulatedService(prefetch=2))
     assert two_by_two.mean_batch == 2.0  # only two jobs claimed: the window times out
     first = 0.05 + MODEL.batch(2, 24.0)
     assert two_by_two.latencies == pytest.approx([first, first, 2 * first, 2 * first])
@@ -95,7 +95,9 @@ def test_only_prefetch_jobs_are_in_flight() -> None:
 
 def test_offline_work_waits_out_the_holdoff_after_online_work() -> None:
     requests = [Request(0.0, 12.0), Request(0.05, 12.0, Priority.OFFLINE)]
-    outcome = simulate(requests, Setting("greedy", 16), MODEL, Service(offline_holdoff=0.2))
+    outcome = simulate(
+        requests, Setting("greedy", 16), MODEL, SimulatedService(offline_holdoff=0.2)
+    )
     online = MODEL.batch(1, 12.0)  # the offline request arrives while this runs
     offline = online + 0.2 + MODEL.batch(1, 12.0) - 0.05
     assert outcome.latencies == pytest.approx([online, offline])
@@ -107,7 +109,7 @@ def test_aged_offline_work_neither_heads_nor_rides_in_an_online_batch() -> None:
         Request(0.01, 12.0, Priority.OFFLINE),
         Request(0.02, 12.0),
     ]
-    service = Service(max_age=0.5, offline_holdoff=0.0)
+    service = SimulatedService(max_age=0.5, offline_holdoff=0.0)
     outcome = simulate(requests, Setting("greedy", 16), MODEL, service)
     online_end = MODEL.batch(1, 30.0) + MODEL.batch(1, 12.0)
     assert outcome.latencies[2] == pytest.approx(online_end - 0.02)

@@ -4,7 +4,7 @@ shows as ``audio_seconds_done`` and ``asrserve batch run``'s bar counts."""
 from __future__ import annotations
 
 from asrserve.batch_api.models import Batch, BatchStatus
-from asrserve.jobs.models import Backlog, Job, JobStatus, Progress
+from asrserve.jobs.models import BatchBacklog, Job, JobStatus, Progress
 
 
 def _batch(audio_seconds: float) -> Batch:
@@ -26,13 +26,13 @@ def test_finished_jobs_count_whole_and_running_ones_by_their_windows() -> None:
         admitted_s=60.0,
         progress=Progress(chunks_done=1, chunks_total=4, audio_done_s=3.0, audio_total_s=12.0),
     )
-    assert _batch(100.0).audio_done(Backlog(30.0, [running])) == 10.0 + 60.0 * 0.25
+    assert _batch(100.0).audio_done(BatchBacklog(30.0, [running])) == 10.0 + 60.0 * 0.25
 
 
 def test_a_running_job_that_knows_no_windows_yet_counts_as_not_started() -> None:
     starting = Job(id="j1", status=JobStatus.RUNNING, admitted_s=40.0)
-    assert _batch(40.0).audio_done(Backlog(0.0, [starting])) == 0.0
+    assert _batch(40.0).audio_done(BatchBacklog(0.0, [starting])) == 0.0
 
 
 def test_a_batch_without_unfinished_jobs_is_all_done() -> None:
-    assert _batch(75.5).audio_done(Backlog(0.0, [])) == 75.5
+    assert _batch(75.5).audio_done(BatchBacklog(0.0, [])) == 75.5

@@ -13,7 +13,7 @@ from asrserve.errors import InvalidRequest
 from asrserve.live import config as live_config
 from asrserve.live.agreement import Agreement
 from asrserve.live.audio import PcmInput
-from asrserve.live.buffer import Pcm
+from asrserve.live.buffer import PcmBuffer
 from asrserve.live.errors import LiveError
 from asrserve.live.turns import Edge, TurnDetection, TurnEdge, TurnRules
 
@@ -63,7 +63,7 @@ def test_an_empty_decode_leaves_the_hypothesis_it_follows() -> None:
 
 
 def test_the_buffer_keeps_what_is_asked_for_by_index() -> None:
-    pcm = Pcm()
+    pcm = PcmBuffer()
     pcm.append(np.arange(0, 10, dtype=np.float32))
     pcm.append(np.arange(10, 25, dtype=np.float32))
     assert (pcm.start, pcm.end) == (0, 25)

@@ -18,11 +18,11 @@ def test_json_lines_carry_extra_fields() -> None:
     record = logging.LogRecord(
         "asrserve.batcher", logging.INFO, __file__, 1, "batch %s", ("b1",), None
     )
-    record.batch_id = "b1"
+    record.pass_id = "b1"
     record.size = 4
     line = json.loads(JsonFormatter().format(record))
     assert line["msg"] == "batch b1" and line["level"] == "info"
-    assert (line["batch_id"], line["size"], line["logger"]) == ("b1", 4, "asrserve.batcher")
+    assert (line["pass_id"], line["size"], line["logger"]) == ("b1", 4, "asrserve.batcher")
 
 
 def test_batch_metrics_and_scheduler_gauges() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from asrserve.bench.load import AudioFile, send
-from asrserve.bench.soak import Outcome, SoakConfig, _send, windows
+from asrserve.bench.soak import SoakConfig, SoakOutcome, _send, windows
 
 
 def test_a_request_sent_late_counts_in_the_window_it_was_due_with_its_lateness() -> None:
@@ -20,7 +20,7 @@ def test_a_request_sent_late_counts_in_the_window_it_was_due_with_its_lateness()
     server = httpx.MockTransport(lambda request: httpx.Response(200, json={"text": "a"}))
     origin = time.monotonic() - 29.9
 
-    async def due_at_19_9() -> Outcome:
+    async def due_at_19_9() -> SoakOutcome:
         async with httpx.AsyncClient(base_url="http://test", transport=server) as client:
             return await _send(client, file, origin, 19.9)
 

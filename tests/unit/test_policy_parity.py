@@ -31,7 +31,7 @@ from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.transcript import Transcript
 from asrserve.tune.chunks import DEFAULT_WINDOWS, Item, chunk_durations, window_frames
 from asrserve.tune.model import LatencyModel
-from asrserve.tune.simulator import Request, Service, Setting, simulate
+from asrserve.tune.simulator import Request, Setting, SimulatedService, simulate
 from tests.support.fakes import FAKE_CAPABILITIES
 
 COST = 0.37  # seconds per batch (and per whole file), whatever its size
@@ -121,7 +121,7 @@ class Replay:
             offline_priority=Priority.OFFLINE,
             offline_holdoff=HOLDOFF,
             background_from=Priority.ASYNC,
-            background_batch_s=Service().background_batch_s,
+            background_batch_s=SimulatedService().background_batch_s,
         )
         self.scheduler = Scheduler([Device.of("0", self.engine)], config, clock=self.clock)
         self.taken = 0
@@ -191,7 +191,7 @@ def simulated(policy: str, requests: list[Request]) -> list[Batch]:
         batches.append((start, [(item.job, item.duration) for item in items]))
 
     model = LatencyModel(a=0.0, b=0.0, c=COST, whole_b=0.0, whole_c=COST)
-    service = Service(offline_holdoff=HOLDOFF, prefetch=100, offline_prefetch=100)
+    service = SimulatedService(offline_holdoff=HOLDOFF, prefetch=100, offline_prefetch=100)
     simulate(requests, Setting(policy, MAX_BATCH, MAX_WAIT * 1000), model, service, on_batch)
     return batches
 

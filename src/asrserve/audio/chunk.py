@@ -29,7 +29,7 @@ class Span:
 
 
 @dataclass(frozen=True)
-class Layout:
+class SpeechLayout:
     spans: list[Span]
     speech: list[dict[str, int]]  # speech regions in samples, for restoring timestamps
     duration: float
@@ -41,17 +41,17 @@ def fixed_regions(samples: int) -> list[dict[str, int]]:
     return [{"start": at, "end": min(at + step, samples)} for at in range(0, samples, step)]
 
 
-def layout(speech: list[dict[str, int]], samples: int) -> Layout:
+def layout(speech: list[dict[str, int]], samples: int) -> SpeechLayout:
     """The windows of a file of ``samples`` samples whose speech regions are ``speech``."""
     duration = samples / SAMPLING_RATE
     if speech and duration <= CHUNK_SECONDS:
         # One window holds it all: decode it as it is, pauses included, like faster-whisper's
         # sequential path (removing the pauses measurably hurt accuracy).
         whole = [{"start": 0, "end": samples}]
-        return Layout([Span(((0, samples),), 0.0, duration)], whole, duration)
+        return SpeechLayout([Span(((0, samples),), 0.0, duration)], whole, duration)
     if not speech:
-        return Layout([], [], duration)
-    return Layout(_pack(speech), speech, duration)
+        return SpeechLayout([], [], duration)
+    return SpeechLayout(_pack(speech), speech, duration)
 
 
 def _pack(speech: list[dict[str, int]]) -> list[Span]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asrserve.audio.chunk import Layout, Span, fixed_regions, layout
+from asrserve.audio.chunk import Span, SpeechLayout, fixed_regions, layout
 from asrserve.audio.decode import stream
 from asrserve.audio.errors import empty_audio
 from asrserve.audio.pcm import Pcm
@@ -32,7 +32,7 @@ class DecodedAudio:
     """A job's audio decoded once: its samples, speech regions and ≤30 s windows."""
 
     pcm: Pcm
-    layout: Layout
+    layout: SpeechLayout
 
     @property
     def duration(self) -> float:
@@ -46,7 +46,7 @@ class DecodedAudio:
 class PreparedAudio:
     """Every window's features at once (tools: the bench, ``asrserve transcribe``)."""
 
-    layout: Layout
+    layout: SpeechLayout
     chunks: list[ChunkInput]
 
     @property

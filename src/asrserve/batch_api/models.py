@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import Backlog, JobError, Task, WebhookStatus
+from asrserve.jobs.models import BatchBacklog, JobError, Task, WebhookStatus
 
 ENDPOINT = "/v1/audio/transcriptions"
 TRANSLATIONS = "/v1/audio/translations"
@@ -101,7 +101,7 @@ class Batch(BaseModel):
         body["audio_seconds_done"] = audio_done
         return body
 
-    def audio_done(self, backlog: Backlog) -> float:
+    def audio_done(self, backlog: BatchBacklog) -> float:
         """Of the accepted audio, the seconds transcribed so far: all of it but what the
         batch's queued jobs hold and its running jobs have left, a running job's share
         taken from its progress (windows done, in seconds of speech)."""

@@ -110,7 +110,7 @@ class Scheduler:
         self._arrival = asyncio.Event()
         self._taken_listeners: list[Callable[[], None]] = []
         self._seq = itertools.count()
-        self._batch_ids = itertools.count(1)
+        self._pass_ids = itertools.count(1)
         self.policy = get_policy(config.policy, config.policy_config())
         self._online_seen = -math.inf  # when online work last arrived or last ran
         self._foreground_seen = -math.inf  # when work above the background classes did
@@ -312,10 +312,12 @@ class Scheduler:
         self.stats.record(record)
         if batch[0].chunk is not None and batch[0].options.task is not Task.DETECT:
             self.cost.observe(record.size, record.audio_seconds, record.compute)
+        pass_id = f"b{next(self._pass_ids)}"
         log.info(
             "batch",
             extra={
-                "batch_id": f"b{next(self._batch_ids)}",
+                "pass_id": pass_id,  # the forward pass
+                "batch_id": pass_id,  # its older name, deprecated (docs/glossary.md)
                 "device": device.name,
                 "model": device.model_id(batch[0].options.model),
                 "task": batch[0].options.task.value,

@@ -58,7 +58,7 @@ class SoakConfig:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SoakOutcome:
     start: float  # when it was due, seconds after the soak began (all within the soak)
     latency: float
     status: int  # 0: no answer (timeout, connection error)
@@ -118,7 +118,9 @@ def measure_capacity(url: str, files: list[AudioFile]) -> dict[str, Any]:
     }
 
 
-async def _send(client: httpx.AsyncClient, file: AudioFile, origin: float, at: float) -> Outcome:
+async def _send(
+    client: httpx.AsyncClient, file: AudioFile, origin: float, at: float
+) -> SoakOutcome:
     """``file`` sent at ``at`` s after ``origin``. Its latency counts from then, not from
     when the client got to it: a client running late adds to latency, as a user's would."""
     due = origin + at
@@ -127,10 +129,10 @@ async def _send(client: httpx.AsyncClient, file: AudioFile, origin: float, at: f
     try:
         resp = await client.post("/v1/audio/transcriptions", data=FIELDS, files=files)
     except httpx.HTTPError as exc:
-        return Outcome(at, time.monotonic() - due, 0, file.duration, f"{type(exc).__name__}")
+        return SoakOutcome(at, time.monotonic() - due, 0, file.duration, f"{type(exc).__name__}")
     latency = time.monotonic() - due
     detail = "" if resp.status_code == 200 else resp.text[:200]
-    return Outcome(at, latency, resp.status_code, file.duration, detail)
+    return SoakOutcome(at, latency, resp.status_code, file.duration, detail)
 
 
 def arrivals(
@@ -148,7 +150,7 @@ def arrivals(
 
 async def open_loop(
     url: str, plan: list[tuple[float, AudioFile]], timeout: float, origin: float
-) -> list[Outcome]:
+) -> list[SoakOutcome]:
     """Every planned request sent at its time, whatever the state of the earlier ones."""
     pool = limits(1024, keepalive=64)
     async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=pool) as client:
@@ -164,7 +166,7 @@ def _percentiles(latencies: list[float]) -> dict[str, float | None]:
 
 
 def windows(
-    outcomes: list[Outcome], samples: list[tuple[float, int]], config: SoakConfig
+    outcomes: list[SoakOutcome], samples: list[tuple[float, int]], config: SoakConfig
 ) -> list[dict[str, Any]]:
     """Per window of arrivals: counts, latency percentiles, audio served, largest RSS."""
     size = config.window_s
@@ -227,7 +229,7 @@ def summarize(
     config: SoakConfig,
     capacity: dict[str, Any],
     rate: float,
-    outcomes: list[Outcome],
+    outcomes: list[SoakOutcome],
     samples: list[tuple[float, int]],
 ) -> dict[str, Any]:
     rows = windows(outcomes, samples, config)

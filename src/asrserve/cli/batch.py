@@ -58,7 +58,7 @@ class Ask:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RunOutcome:
     """What became of one input file: its rendered body, or why it failed."""
 
     path: Path
@@ -247,7 +247,7 @@ def wait(client: httpx.Client, batch: dict[str, Any], total: int) -> dict[str, A
     return batch
 
 
-def collect(client: httpx.Client, batch: dict[str, Any], files: list[Path]) -> list[Outcome]:
+def collect(client: httpx.Client, batch: dict[str, Any], files: list[Path]) -> list[RunOutcome]:
     """One outcome per input file, from the output and error files, by custom id."""
     if batch["status"] == BatchStatus.FAILED:  # the input was rejected as a whole
         problems = (batch.get("errors") or {}).get("data") or [{"message": "unknown error"}]
@@ -261,9 +261,9 @@ def collect(client: httpx.Client, batch: dict[str, Any], files: list[Path]) -> l
         errors[entry["custom_id"]] = str(error["message"])
     missing = f"no result (the batch is {batch['status']})"
     return [
-        Outcome(path, body=bodies[path.name])
+        RunOutcome(path, body=bodies[path.name])
         if path.name in bodies
-        else Outcome(path, error=errors.get(path.name, missing))
+        else RunOutcome(path, error=errors.get(path.name, missing))
         for path in files
     ]
 
@@ -277,7 +277,7 @@ def _lines(client: httpx.Client, batch: dict[str, Any], kind: str) -> list[dict[
     return [json.loads(line) for line in response.text.splitlines() if line.strip()]
 
 
-def write(outcomes: list[Outcome], fmt: str, out: Path | None) -> list[Path]:
+def write(outcomes: list[RunOutcome], fmt: str, out: Path | None) -> list[Path]:
     """``name.<fmt>`` per transcript, next to its audio or in ``out``. Files that share a
     stem (``a.wav``, ``a.mp3``) keep their audio extension: ``a.wav.srt``."""
     stems = Counter(o.path.stem for o in outcomes)
@@ -297,7 +297,7 @@ def write(outcomes: list[Outcome], fmt: str, out: Path | None) -> list[Path]:
 
 
 def summary(
-    batch: dict[str, Any], outcomes: list[Outcome], written: list[Path], wall_s: float
+    batch: dict[str, Any], outcomes: list[RunOutcome], written: list[Path], wall_s: float
 ) -> None:
     failed = [o for o in outcomes if o.error is not None]
     hours = batch.get("audio_seconds", 0.0) / 3600

@@ -101,7 +101,7 @@ class EngineConfig:
     device_index: int
     compute_type: str
     cpu_threads: int
-    workers: int = 1  # batches CTranslate2 runs at once on these weights (replicas sharing them)
+    replicas: int = 1  # replicas sharing these weights: batches CTranslate2 runs at once on them
     fallback: tuple[float, ...] = TEMPERATURES  # the ladder of a temperature-0 request
 
 
@@ -121,7 +121,7 @@ class SharedWeights:
             device_index=config.device_index,
             compute_type=config.compute_type,
             cpu_threads=config.cpu_threads,
-            num_workers=config.workers,
+            num_workers=config.replicas,
             local_files_only=True,
         )
         self._holders: set[int] = set()
@@ -134,7 +134,7 @@ class SharedWeights:
             config.device_index,
             config.compute_type,
             config.cpu_threads,
-            config.workers,
+            config.replicas,
         )
 
     def hold(self, holder: object) -> None:
@@ -185,9 +185,9 @@ class FasterWhisperEngine(Engine):
 
     @classmethod
     def replicas(cls, config: EngineConfig) -> list[FasterWhisperEngine]:
-        """``config.workers`` replicas on one shared copy of the weights."""
+        """``config.replicas`` replicas on one shared copy of the weights."""
         weights = SharedWeights(config)
-        return [cls(config, weights) for _ in range(config.workers)]
+        return [cls(config, weights) for _ in range(config.replicas)]
 
     @property
     def capabilities(self) -> Capabilities:

@@ -2,7 +2,7 @@
 
 :class:`JobEvents` is what the service, the consumer and the leader's duties use. Every
 implementation delivers an event to this process's waiters and listeners through one
-:class:`Delivery` it holds (composition): ``local.py`` does only that (embedded), ``redis.py``
+:class:`Listeners` it holds (composition): ``local.py`` does only that (embedded), ``redis.py``
 also carries each event to the other nodes, and delivers theirs here the same way.
 """
 
@@ -25,7 +25,7 @@ class Finished:
     callback: bool = False  # the webhook sender
 
 
-class Delivery:
+class Listeners:
     """This process's waiters and listeners, and how an event reaches them."""
 
     def __init__(self) -> None:
@@ -84,7 +84,7 @@ class Delivery:
 
 class JobEvents(ABC):
     def __init__(self) -> None:
-        self._local = Delivery()
+        self._local = Listeners()
 
     def subscribe(self, job_id: str) -> contextlib.AbstractContextManager[asyncio.Event]:
         """An event set when the job progresses, finishes or is cancelled. Subscribe

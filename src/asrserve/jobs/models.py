@@ -151,7 +151,7 @@ def new_job_id_at(created: float) -> str:
 
 
 @dataclass(frozen=True)
-class Backlog:
+class BatchBacklog:
     """What of a batch is not finished: the audio its queued jobs were admitted with, in
     seconds, and its running jobs (each job's progress tells how far it is)."""
 

@@ -35,7 +35,7 @@ from asrserve.backends.redis_documents import (
     ttl_ms,
     zrange,
 )
-from asrserve.jobs.models import Backlog, Job, JobStatus, WebhookStatus, new_job_id_at
+from asrserve.jobs.models import BatchBacklog, Job, JobStatus, WebhookStatus, new_job_id_at
 from asrserve.jobs.store import JobStore, Mutation
 
 # Fields of a batch's counts hash besides its statuses: present from its first job on,
@@ -209,12 +209,12 @@ class RedisJobStore(JobStore):
         ids = sorted(text(member) for member in found)[:limit]
         return [job for job in await self._docs.load(index, ids) if not job.status.finished]
 
-    async def batch_backlog(self, batch_id: str) -> Backlog:
+    async def batch_backlog(self, batch_id: str) -> BatchBacklog:
         kept = await self._kept(batch_id)
         if kept is not None:
             running = await self._docs.members(f"{self._p}:jobs:batch:{batch_id}:running")
             queued = max(kept.get(QUEUED_S, 0.0), 0.0)  # a sum of floats: may end at -1e-12
-            return Backlog(queued, [job for job in running if job.status is JobStatus.RUNNING])
+            return BatchBacklog(queued, [job for job in running if job.status is JobStatus.RUNNING])
         jobs = await self.batch_jobs(batch_id, unfinished=True)
         queued = sum(job.admitted_s for job in jobs if job.status is JobStatus.QUEUED)
-        return Backlog(queued, [job for job in jobs if job.status is JobStatus.RUNNING])
+        return BatchBacklog(queued, [job for job in jobs if job.status is JobStatus.RUNNING])

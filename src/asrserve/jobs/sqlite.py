@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from asrserve.backends.sqlite import Database, page_filter
-from asrserve.jobs.models import Backlog, Job, JobStatus, WebhookStatus
+from asrserve.jobs.models import BatchBacklog, Job, JobStatus, WebhookStatus
 from asrserve.jobs.store import JobStore, Mutation
 
 SCHEMA = """
@@ -113,8 +113,8 @@ class SqliteJobStore(JobStore):
             sql, params = sql + " LIMIT ?", (*params, limit)
         return await self._select(sql, params)
 
-    async def batch_backlog(self, batch_id: str) -> Backlog:
-        def read(conn: sqlite3.Connection) -> Backlog:
+    async def batch_backlog(self, batch_id: str) -> BatchBacklog:
+        def read(conn: sqlite3.Connection) -> BatchBacklog:
             where = "FROM jobs WHERE batch_id = ? AND status = ?"
             queued = conn.execute(
                 f"SELECT COALESCE(SUM(admitted_s), 0) {where}", (batch_id, JobStatus.QUEUED.value)
@@ -122,7 +122,7 @@ class SqliteJobStore(JobStore):
             running = conn.execute(
                 f"SELECT * {where} ORDER BY id", (batch_id, JobStatus.RUNNING.value)
             ).fetchall()
-            return Backlog(float(queued), [_from_row(row) for row in running])
+            return BatchBacklog(float(queued), [_from_row(row) for row in running])
 
         return await self._db.run(read)
 

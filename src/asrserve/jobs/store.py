@@ -7,7 +7,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from asrserve.jobs.models import Backlog, Job, JobError, JobStatus, Progress, WebhookStatus
+from asrserve.jobs.models import BatchBacklog, Job, JobError, JobStatus, Progress, WebhookStatus
 from asrserve.transcript import Transcript
 
 Mutation = Callable[[Job], Job | None]
@@ -62,7 +62,7 @@ class JobStore(ABC):
         the first ``limit`` of them)."""
 
     @abstractmethod
-    async def batch_backlog(self, batch_id: str) -> Backlog:
+    async def batch_backlog(self, batch_id: str) -> BatchBacklog:
         """A batch's unfinished work, read without loading its finished or queued jobs
         (SQLite sums in place; Redis keeps the sum beside the batch's counts)."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 
-class Pcm:
+class PcmBuffer:
     def __init__(self) -> None:
         self._parts: list[np.ndarray] = []
         self.start = 0  # index of the oldest sample kept

@@ -30,7 +30,7 @@ from asrserve.errors import AsrError, DeadlineExceeded, InternalError
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.live.agreement import Agreement
 from asrserve.live.audio import PcmInput
-from asrserve.live.buffer import Pcm
+from asrserve.live.buffer import PcmBuffer
 from asrserve.live.decoder import LiveDecoder, text_of
 from asrserve.live.errors import LiveError, error_event
 from asrserve.live.turns import Edge, TurnDetection, TurnDetector
@@ -83,7 +83,7 @@ class LiveSession:
         self._charge = charge
         self._clock = clock
         self._started = clock()
-        self._pcm = Pcm()
+        self._pcm = PcmBuffer()
         self._tasks: set[asyncio.Task[None]] = set()
         self._interim: tuple[asyncio.Future[list[RawSegment]], asyncio.Task[None]] | None = None
         self._last_final: asyncio.Task[None] | None = None

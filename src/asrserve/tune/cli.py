@@ -16,7 +16,7 @@ from asrserve.cli.tools import Command
 from asrserve.settings import Settings
 from asrserve.tune.model import MIN_ROWS, fit
 from asrserve.tune.plot import write_plot
-from asrserve.tune.simulator import Outcome, Request, Service, Setting, simulate
+from asrserve.tune.simulator import Outcome, Request, Setting, SimulatedService, simulate
 
 TIE = 0.01  # throughputs within 1% count as equal; the lower p99 wins
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"model: {model.describe()}")
     print(f"load: {_describe(args, requests)}")
-    service = Service(
+    service = SimulatedService(
         devices=args.devices,
         windows=settings.windows,
         max_age=settings.max_queue_age_s,

@@ -67,7 +67,7 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class Service:
+class SimulatedService:
     """The service's settings that are not tuned: defaults as ``Settings`` has them."""
 
     devices: int = 1
@@ -87,12 +87,12 @@ def simulate(
     requests: Sequence[Request],
     setting: Setting,
     model: LatencyModel,
-    service: Service | None = None,
+    service: SimulatedService | None = None,
     on_batch: OnBatch | None = None,
 ) -> Outcome:
     """Run ``requests`` through ``service.devices`` devices under ``setting``;
     ``on_batch`` sees each batch as a device starts it."""
-    run = _Run(requests, setting, model, service or Service(), on_batch)
+    run = _Run(requests, setting, model, service or SimulatedService(), on_batch)
     for index, request in enumerate(requests):
         run.push(request.arrival, ARRIVE, index)
     while run.events:
@@ -126,7 +126,7 @@ class _Run:
         requests: Sequence[Request],
         setting: Setting,
         model: LatencyModel,
-        service: Service,
+        service: SimulatedService,
         on_batch: OnBatch | None,
     ) -> None:
         self.requests, self.model, self.service = requests, model, service
