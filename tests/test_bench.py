@@ -98,7 +98,7 @@ def test_bench_runs_policies_side_by_side(corpus: list[Clip], tmp_path: Path) ->
 
 def test_bench_batch_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     common, report = bench_command(corpus, tmp_path)
-    batch_flags = ["--policies", "greedy", "--concurrency", "0", "--batch", "6"]
+    batch_flags = ["--policies", "greedy", "--concurrency", "0", "batch-api", "6"]
     batch_flags += [
         "--ceiling-batch-sizes",
         "4",
@@ -148,10 +148,10 @@ def test_bench_batch_scenario(corpus: list[Clip], tmp_path: Path) -> None:
 
 
 def test_bench_soak_short(corpus: list[Clip], tmp_path: Path) -> None:
-    """``--soak 20``: capacity, then 20 s of open-loop load at 0.8 × it; no errors, a
+    """``soak 20``: capacity, then 20 s of open-loop load at 0.8 × it; no errors, a
     window-by-window report and the server's memory over the run."""
     common, report = bench_command(corpus, tmp_path)
-    done = run_bench([*common, "--soak", "20", "--soak-load", "0.8"])
+    done = run_bench([*common, "soak", "20", "--soak-load", "0.8"])
     assert "soak PASSED" in done.stdout and "| from s | req | err |" in done.stdout
     soak = json.loads(report.read_text())["soak"]
     offered = round(0.8 * soak["capacity"]["audio_s_per_s"], 3)  # --soak-load 0.8
@@ -176,7 +176,7 @@ def test_bench_stream_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     """``--stream 60``: the clips joined into a minute of audio, answered streamed and plain;
     the deltas join to the text, which is the plain answer's."""
     common, report = bench_command(corpus, tmp_path)
-    done = run_bench([*common, "--stream", "60", "--requests", "1"])
+    done = run_bench([*common, "stream", "60", "--requests", "1"])
     body = json.loads(report.read_text())["stream"]
     assert 60 <= body["audio_s"] < 60 + 31  # whole clips: it stops once past a minute
     [run] = body["runs"]
@@ -190,7 +190,7 @@ def test_bench_live_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     """``--live 2``: two sessions at once replaying the clips at real-time pace for 8 s:
     their turns complete, and the report gives the delays, batches and WER."""
     common, report = bench_command(corpus, tmp_path)
-    done = run_bench([*common, "--live", "2", "--live-seconds", "8", "--policies", "greedy"])
+    done = run_bench([*common, "live", "2", "--live-seconds", "8", "--policies", "greedy"])
     live = json.loads(report.read_text())["live"]
     [row] = live["policies"]["greedy"]["rows"]
     assert row["sessions"] == 2 and row["errors"] == 0 and row["unfinished"] == 0, row
@@ -202,10 +202,10 @@ def test_bench_live_scenario(corpus: list[Clip], tmp_path: Path) -> None:
 
 
 def test_bench_distributed_scenario(corpus: list[Clip], tmp_path: Path) -> None:
-    """``--distributed``: embedded, then 1 worker node × 2 threads and 2 × 1 behind an API
+    """``distributed``: embedded, then 1 worker node × 2 threads and 2 × 1 behind an API
     node on a throwaway Redis, and the hop probe; every request answered, report complete."""
     common, report = bench_command(corpus, tmp_path)
-    flags = ["--distributed", "--concurrency", "2", "--requests", "4", "--hop-probes", "3"]
+    flags = ["distributed", "--concurrency", "2", "--requests", "4", "--hop-probes", "3"]
     done = run_bench([*common, *flags])
     assert "added by the hop: p50" in done.stdout
     body = json.loads(report.read_text())
@@ -243,7 +243,7 @@ def test_bench_distributed_scenario(corpus: list[Clip], tmp_path: Path) -> None:
 def test_bench_fallback_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     """``--fallback``: both sides over the same windows, and what the fallback did."""
     common, report = bench_command(corpus, tmp_path)
-    done = run_bench([*common, "--fallback", "1", "--max-batch-size", "4"])
+    done = run_bench([*common, "fallback", "1", "--max-batch-size", "4"])
     assert "throughput with the fallback / without it:" in done.stdout
     body = json.loads(report.read_text())["fallback"]
     assert set(body["sides"]) == {"fallback", "no fallback"}

@@ -1,4 +1,4 @@
-"""``asrserve bench --batch N``: the Batch API's throughput, and interactive latency under it.
+"""``asrserve bench batch-api N``: the Batch API's throughput, and interactive latency under it.
 
 Against one fresh server, in this order: a batch of N items alone (audio s per wall s from
 creation to ``completed``, against the engine-only ceiling of ``bench/ceiling.py``), a

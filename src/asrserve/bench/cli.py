@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from asrserve.bench.batch import BatchScenario, batch_report, measure_batch
 from asrserve.bench.ceiling import (
@@ -33,6 +34,7 @@ from asrserve.cli.tools import Command
 from asrserve.jobs.models import Task
 from asrserve.settings import Settings
 
+T = TypeVar("T")
 DEFAULT_POLICIES = "greedy,window,unbatched,none"
 ENV_FLAGS = {
     "beam_size": "ASRSERVE_BEAM_SIZE",
@@ -46,7 +48,48 @@ ENV_FLAGS = {
 }
 
 
+# What each scenario of ``asrserve bench SCENARIO [VALUE]`` sets, as the flags that named the
+# scenarios before they were subcommands (still read, deprecated: DEPRECATED_FLAGS).
+SCENARIOS: dict[str, tuple[str, str | None]] = {
+    "load": ("", None),  # the policies side by side under the load patterns (the default)
+    "ceiling": ("ceiling", None),
+    "curve": ("rate", None),
+    "batch-api": ("batch", "N"),
+    "live": ("live", "N,M"),
+    "stream": ("stream", "SECONDS"),
+    "models": ("models", "A,B"),
+    "distributed": ("distributed", None),
+    "memory": ("memory", None),
+    "soak": ("soak", "SECONDS"),
+    "hostile": ("hostile", "SECONDS"),
+    "fallback": ("fallback", "[REPEATS]"),
+}
+DEPRECATED_FLAGS = {
+    "batch": "batch-api",
+    "live": "live",
+    "stream": "stream",
+    "models": "models",
+    "distributed": "distributed",
+    "memory": "memory",
+    "soak": "soak",
+    "hostile": "hostile",
+    "fallback": "fallback",
+}
+
+
 def add_arguments(bench: argparse.ArgumentParser) -> None:
+    shown = ", ".join(
+        f"{name} {value}" if value else name for name, (_, value) in SCENARIOS.items()
+    )
+    bench.add_argument(
+        "scenario",
+        nargs="?",
+        choices=list(SCENARIOS),
+        default="load",
+        metavar="SCENARIO",
+        help=f"what to measure: {shown} (default: load; the options below say which they apply to)",
+    )
+    bench.add_argument("value", nargs="?", help="the scenario's VALUE, where it takes one")
     bench.add_argument("--audio", type=Path, help="folder of audio (default: synthetic 2–30 s)")
     bench.add_argument("--refs", type=Path, help="refs.json {file: reference text} for WER")
     bench.add_argument("--url", help="an already running server (default: start one per policy)")
@@ -227,6 +270,10 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--device")
     bench.add_argument("--compute-type")
     bench.add_argument("--model", type=Path)
+    for action in bench._actions:  # the flags that named a scenario say what replaced them
+        if action.dest in DEPRECATED_FLAGS:
+            scenario = DEPRECATED_FLAGS[action.dest]
+            action.help = f"{action.help} [deprecated: asrserve bench {scenario}]"
 
 
 def _positive(text: str) -> int:
@@ -260,7 +307,53 @@ def _rate(text: str) -> float | str:
     return "auto" if text == "auto" else _above_zero(text)
 
 
+def scenario_flags(args: argparse.Namespace) -> argparse.Namespace:
+    """The scenario named as a subcommand, set as the flag that named it before (those flags
+    still work, with a note on stderr; a subcommand and an old flag together are refused)."""
+    old = [flag for flag in DEPRECATED_FLAGS if getattr(args, flag) not in (None, False)]
+    for flag in old:
+        hint = f"'asrserve bench {DEPRECATED_FLAGS[flag]} ...'"
+        print(f"asrserve bench: --{flag} is deprecated, use {hint}", file=sys.stderr)
+    if args.scenario == "load":
+        if args.value is not None:
+            raise SystemExit(f"asrserve bench: unexpected {args.value!r} (no scenario takes it)")
+        return args
+    if old:
+        raise SystemExit(f"asrserve bench: {args.scenario} and --{old[0]} name two scenarios")
+    dest, value = SCENARIOS[args.scenario]
+    if value is None and args.value is not None:
+        raise SystemExit(f"asrserve bench: {args.scenario} takes no value ({args.value!r})")
+    if value is not None and not value.startswith("[") and args.value is None:
+        raise SystemExit(f"asrserve bench: {args.scenario} needs {value}")
+    parse = SCENARIO_VALUES.get(args.scenario)
+    chosen: object = True if value is None else parse(args.value) if parse else args.value
+    if args.scenario == "curve":
+        chosen = "auto"
+    return argparse.Namespace(**{**vars(args), dest: chosen})
+
+
+def _checked(parse: Callable[[str], T]) -> Callable[[str | None], T]:
+    def checked(text: str | None) -> T:
+        try:
+            return parse(text or "")
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise SystemExit(f"asrserve bench: {exc}") from None
+
+    return checked
+
+
+SCENARIO_VALUES: dict[str, Callable[[str | None], object]] = {
+    "batch-api": _checked(_positive),
+    "live": _checked(_sizes),
+    "stream": _checked(_above_zero),
+    "soak": _checked(_above_zero),
+    "hostile": _checked(_above_zero),
+    "fallback": lambda text: 3 if text is None else _checked(_positive)(text),
+}
+
+
 def run(args: argparse.Namespace) -> int:
+    args = scenario_flags(args)
     if args.memory:
         from asrserve.bench.memory import run_memory
 
@@ -471,7 +564,7 @@ def _measure_batch(
     files: list[AudioFile],
     ceiling: Ceiling | None,
 ) -> dict[str, Any] | None:
-    """``--batch N``: on a server of the first policy (and encoder window mode)."""
+    """``batch-api N``: on a server of the first policy (and encoder window mode)."""
     if args.batch is None or ceiling is None:
         return None
     env = dict(config.server_env)

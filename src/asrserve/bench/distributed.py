@@ -1,4 +1,4 @@
-"""``asrserve bench --distributed``: distributed shapes against the embedded server.
+"""``asrserve bench distributed``: distributed shapes against the embedded server.
 
 In one run, against one throwaway ``redis-server``: the embedded server (``asrserve serve``,
 1 replica × 2 threads), then one API node with one worker node of 2 threads, then one API

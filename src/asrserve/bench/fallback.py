@@ -1,4 +1,4 @@
-"""What the temperature fallback costs (``asrserve bench --fallback``): the engine alone.
+"""What the temperature fallback costs (``asrserve bench fallback``): the engine alone.
 
 The corpus's windows (as the service cuts them: VAD, then its encoder windows) run on the
 served layout's replicas in batches of ``max_batch_size``, once with the fallback ladder

@@ -1,4 +1,4 @@
-"""The hostile soak (``asrserve bench --hostile SECONDS``): two tenants on one server, auth
+"""The hostile soak (``asrserve bench hostile SECONDS``): two tenants on one server, auth
 on. The honest tenant runs the bench's closed loop (synchronous transcriptions) alone, then
 again while the other tenant attacks with every item of the second hostile review at once:
 

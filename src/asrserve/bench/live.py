@@ -1,4 +1,4 @@
-"""``asrserve bench --live N,M``: how many live sessions one machine holds.
+"""``asrserve bench live N,M``: how many live sessions one machine holds.
 
 For each policy, a fresh server; for each N, N WebSocket sessions at once, each replaying
 the bench files one after another (1 s of silence between them, each session from another

@@ -1,4 +1,4 @@
-"""``asrserve bench --memory``: a server's resident memory while it runs hours of audio.
+"""``asrserve bench memory``: a server's resident memory while it runs hours of audio.
 
 Each case is sent to one fresh server as jobs; the server's RSS is sampled every 0.1 s
 from the moment the first upload starts until its jobs end (``run_s`` caps a case whose

@@ -1,4 +1,4 @@
-"""``asrserve bench --models a,b``: several models served at once, beside each one alone.
+"""``asrserve bench models a,b``: several models served at once, beside each one alone.
 
 Each model first runs alone, on a server that serves only it, under all the clients; then one
 server serves every model, the clients split evenly between them. Every client loops (closed

@@ -1,4 +1,4 @@
-"""``asrserve bench --soak SECONDS``: hours-long behaviour in minutes of reading.
+"""``asrserve bench soak SECONDS``: hours-long behaviour in minutes of reading.
 
 One fresh server. First its capacity (audio s per wall s, a closed loop of
 :data:`CAPACITY_CLIENTS` clients, which also warms it up); then an open-loop Poisson stream of

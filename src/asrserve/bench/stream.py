@@ -1,4 +1,4 @@
-"""``asrserve bench --stream SECONDS``: how soon a streamed answer shows text.
+"""``asrserve bench stream SECONDS``: how soon a streamed answer shows text.
 
 The bench files are joined (1 s of silence between them, repeated as needed) into one file of
 about SECONDS. A fresh server answers it ``--requests`` times each way, alternating: streamed
