@@ -10,6 +10,7 @@ import pytest
 from asrserve.cli.main import build_settings, parser
 from asrserve.settings import GROUPS, LimitsSettings, Settings
 from asrserve.settings.table import flags, main
+from asrserve.tune.simulator import SimulatedService
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 # The flags `asrserve serve` had when they were a hand-kept table; none may go missing.
@@ -48,3 +49,10 @@ def test_a_group_is_a_type_the_settings_are() -> None:
     assert isinstance(settings, LimitsSettings) and settings.max_audio_seconds == 60.0
     with pytest.raises(ValueError, match="frozen"):
         settings.max_audio_seconds = 1.0  # type: ignore[misc]
+
+
+def test_the_simulator_runs_the_service_as_its_settings_configure_it() -> None:
+    """tune's simulated service takes its defaults from the settings, not copies of them."""
+    assert SimulatedService() == SimulatedService.of(Settings(), devices=1)
+    tuned = SimulatedService.of(Settings(offline_holdoff_ms=50.0, prefetch_jobs=4), devices=2)
+    assert (tuned.offline_holdoff, tuned.prefetch, tuned.devices) == (0.05, 4, 2)

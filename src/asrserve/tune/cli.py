@@ -55,15 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"model: {model.describe()}")
     print(f"load: {_describe(args, requests)}")
-    service = SimulatedService(
-        devices=args.devices,
-        windows=settings.windows,
-        max_age=settings.max_queue_age_s,
-        prefetch=settings.prefetch_jobs,
-        offline_prefetch=settings.batch_api_prefetch_jobs,
-        offline_holdoff=settings.offline_holdoff_ms / 1000,
-        background_batch_s=settings.background_batch_s,
-    )
+    service = SimulatedService.of(settings, args.devices)
     outcomes = [simulate(requests, setting, model, service) for setting in grid]
     best = recommend(outcomes, args.p99_target_ms)
     print(table(outcomes))

@@ -19,6 +19,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.policies.fill import ArrivalRate, Load
 from asrserve.batcher.work import WINDOW_FRAMES
 from asrserve.jobs.models import Priority
+from asrserve.settings import SchedulerSettings, Settings
 from asrserve.tune.chunks import CHUNK_S, DEFAULT_WINDOWS, Item, chunk_durations, window_frames
 from asrserve.tune.model import LatencyModel
 
@@ -66,17 +68,35 @@ class Outcome:
         return float(np.percentile(self.latencies, q)) if self.latencies else math.nan
 
 
+def _default(name: str) -> Any:
+    """A scheduler setting's default, as ``Settings`` has it (written once, there)."""
+    return SchedulerSettings.model_fields[name].default
+
+
 @dataclass(frozen=True)
 class SimulatedService:
     """The service's settings that are not tuned: defaults as ``Settings`` has them."""
 
     devices: int = 1
     windows: Sequence[float] = DEFAULT_WINDOWS
-    max_age: float = 30.0  # max_queue_age_s
-    prefetch: int = 32  # prefetch_jobs: online jobs in flight
-    offline_prefetch: int = 16  # batch_api_prefetch_jobs: Batch API items in flight
-    offline_holdoff: float = 0.2  # offline_holdoff_ms / 1000
-    background_batch_s: float = 1.0  # background_batch_s
+    max_age: float = _default("max_queue_age_s")
+    prefetch: int = _default("prefetch_jobs")  # online jobs in flight
+    offline_prefetch: int = _default("batch_api_prefetch_jobs")  # Batch API items in flight
+    offline_holdoff: float = _default("offline_holdoff_ms") / 1000
+    background_batch_s: float = _default("background_batch_s")
+
+    @classmethod
+    def of(cls, settings: Settings, devices: int) -> SimulatedService:
+        """The service as ``settings`` configure it, on ``devices`` devices."""
+        return cls(
+            devices=devices,
+            windows=settings.windows,
+            max_age=settings.max_queue_age_s,
+            prefetch=settings.prefetch_jobs,
+            offline_prefetch=settings.batch_api_prefetch_jobs,
+            offline_holdoff=settings.offline_holdoff_ms / 1000,
+            background_batch_s=settings.background_batch_s,
+        )
 
 
 ARRIVE, ENQUEUE, DONE, TIMER = 0, 1, 2, 3  # event kinds, in this order at equal times
