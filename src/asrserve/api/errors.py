@@ -55,7 +55,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def asr_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, AsrError)
         if isinstance(exc, StoreUnavailable):
-            log.error("%s on %s %s: %s", exc.code, request.method, request.url.path, exc.__cause__)
+            cause = exc.__cause__ or exc.message
+            log.error("%s on %s %s: %s", exc.code, request.method, request.url.path, cause)
         return error_response(exc)
 
     app.add_exception_handler(AsrError, asr_error)
