@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from asrserve.bench.cli import add_arguments, scenario_flags
+from asrserve.bench.arguments import add_arguments, scenario_flags
 
 
 def parsed(*argv: str) -> argparse.Namespace:
