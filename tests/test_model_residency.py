@@ -10,7 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
+from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.soak import rss_bytes
+from tests.support.api import submit_job, wait_job
+from tests.support.cluster import Cluster
 from tests.support.keys import auth, new_key
 from tests.support.servers import JFK, Server
 from tests.support.wait import wait_until
@@ -79,3 +82,37 @@ def check(server: Server, client: httpx.Client, user: str, admin: str) -> None:
     assert (card()["loaded"], card()["keep_alive"]) == (True, 300)
     assert "country" in transcribe(client, user).raise_for_status().text
     assert card()["keep_alive"] == -1
+
+
+def test_a_jobs_keep_alive_reaches_the_worker_that_runs_it(tmp_path: Path) -> None:
+    """Distributed: the API node shows the configured keep_alive and ``loaded: null``, refuses
+    to load or unload (the weights live on the workers), and a job's ``keep_alive=0``
+    travels with it to the worker, which releases the model once the job is done."""
+    redis = RedisProcess(tmp_path / "redis").start()
+    cluster = Cluster(tmp_path, redis, env={"ASRSERVE_LEASE_S": "3"})
+    try:
+        api = cluster.api()
+        cluster.worker()
+        with httpx.Client(base_url=api.url, timeout=120) as client:
+            card = client.get(MODEL).json()
+            assert (card["keep_alive"], card["loaded"]) == (-1, None)
+            refused = client.post(f"{MODEL}/unload")
+            assert (refused.status_code, refused.json()["error"]["code"]) == (
+                409,
+                "models_on_workers",
+            )
+
+            def loaded_on() -> list[str] | None:
+                """The worker's devices holding tiny.en, as it last reported (None: no
+                report yet)."""
+                workers = client.get("/v1/scheduler").json()["workers"]
+                models = [m for w in workers for m in w["models"] if m["id"] == "tiny.en"]
+                return list(models[0]["loaded_on"]) if models else None
+
+            assert wait_until(loaded_on, 60, "the worker's report of its loaded model")
+            job = submit_job(client, JFK, keep_alive="0")
+            assert wait_job(client, job["id"])["status"] == "succeeded"
+            wait_until(lambda: loaded_on() == [], 60, lambda: f"an unload: {loaded_on()}")
+    finally:
+        cluster.stop()
+        redis.stop()

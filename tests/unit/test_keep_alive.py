@@ -4,11 +4,14 @@ request's field, and the scheduler's per-model release decisions under a manual 
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 from collections.abc import Awaitable, Callable
 
 import pytest
 from pydantic import ValidationError
 
+from asrserve.batch_api.requests import InvalidInput, parse_input
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.residency import ModelBusy
@@ -21,6 +24,8 @@ from asrserve.requests import parse_request
 from asrserve.settings import Settings
 from asrserve.settings.keep_alive import model_spec, parse_keep_alive
 from tests.support.fakes import FakeEngine, chunk
+
+URL = "/v1/audio/transcriptions"
 
 
 @pytest.mark.parametrize(
@@ -76,6 +81,22 @@ def test_a_requests_keep_alive_field_is_parsed_or_refused_naming_it() -> None:
     with pytest.raises(InvalidRequest) as refused:
         parse_request({"keep_alive": ["later"]}, catalog)
     assert refused.value.param == "keep_alive"
+
+
+def test_a_batch_api_line_carries_keep_alive_like_the_form() -> None:
+    catalog = Catalog.of([ModelInfo("tiny.en", False, 5)])
+
+    def line(keep_alive: object) -> io.BytesIO:
+        body = {"file": "file-1", "keep_alive": keep_alive}
+        request = {"custom_id": "a", "method": "POST", "url": URL, "body": body}
+        return io.BytesIO(json.dumps(request).encode())
+
+    (parsed,) = parse_input(line(-1), catalog, 10, 2**20)
+    assert parsed.request.keep_alive == -1.0
+    with pytest.raises(InvalidInput) as refused:
+        parse_input(line("later"), catalog, 10, 2**20)
+    (error,) = refused.value.errors
+    assert (error.code, error.param) == ("invalid_body", "body.keep_alive")
 
 
 Body = Callable[[Scheduler, ManualClock], Awaitable[None]]
