@@ -39,6 +39,7 @@ from asrserve.engine.base import (
 )
 from asrserve.errors import DeadlineExceeded, InternalError
 from asrserve.jobs.models import Task, TranscriptionOptions
+from asrserve.settings.keep_alive import FOREVER
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class Scheduler:
         self._busy = 0  # devices computing a batch now
         self._arrivals = ArrivalRate()
         self.cost = MeasuredCost()  # of transcription batches, fitted as they run
-        idle = config.model_idle if config.model_idle > 0 else -1.0
+        idle = config.model_idle if config.model_idle > 0 else FOREVER
         # which models stay loaded (keep_alive), and an operator's load and unload
         self.residency = Residency(
             self.devices,
