@@ -166,6 +166,7 @@ def test_pending_or_running_work_keeps_a_model_loaded_whatever_its_keep_alive() 
         await job(s, "a", 0.0)
         assert await asyncio.to_thread(a.unloaded.wait, 5)
         a.gate.clear()  # hold a batch of a on the device
+        a.entered.clear()  # set by the job's batch above
         running = s.submit_chunks("j1", 1, TranscriptionOptions(model="a"), [chunk(1.0)])
         assert await asyncio.to_thread(a.entered.wait, 5)
         assert (a.loaded, device.running) == (True, "a")  # reloaded for its batch
