@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -18,6 +19,7 @@ from asrserve.batcher.residency import ModelBusy
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.sources import resolve_models
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.requests import parse_request
@@ -64,6 +66,16 @@ def test_a_model_entry_may_carry_its_own_keep_alive() -> None:
         model_spec("base:keep=300")
     with pytest.raises(ValueError, match="base:keep_alive=soon"):
         model_spec("base:keep_alive=soon")
+
+
+def test_a_model_directory_is_resolved_with_its_own_keep_alive(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in ("model.bin", "config.json"):
+        (folder / name).write_bytes(b"{}")
+    settings = Settings(models=f"{folder}:keep_alive=1m", data_dir=tmp_path / "data")
+    (source,) = resolve_models(settings)
+    assert (source.id, source.path, source.keep_alive) == ("mine", folder, 60.0)
 
 
 def test_settings_check_model_entries_and_keep_the_old_idle_setting_as_the_default() -> None:
