@@ -104,6 +104,8 @@ def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) ->
         "translate": False,
         "default": True,
         "aliases": ["whisper-1"],
+        "keep_alive": -1,
+        "loaded": True,
     }
     assert http.get("/v1/models/whisper-1").json() == card
     paths = http.get("/openapi.json").json()["paths"]
@@ -114,6 +116,7 @@ def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) ->
         "prompt",
         "response_format",
         "temperature",
+        "keep_alive",
     }
     for route in ("/asr", "/detect-language"):
         form = paths[route]["post"]["requestBody"]["content"]["multipart/form-data"]

@@ -13,6 +13,7 @@ from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Task, TranscriptionOptions
+from asrserve.settings.keep_alive import parse_keep_alive
 
 GRANULARITIES = {"word", "segment"}
 MAX_PROMPT_CHARS = 1000
@@ -30,6 +31,7 @@ class TranscriptionRequest:
     deadline_s: float | None  # drop the work if no device has started it by then
     callback_url: str | None = None
     stream: bool = False  # answer server-sent events as the text becomes final
+    keep_alive: float | None = None  # the model's keep_alive after this work (None: default)
 
 
 Fields = Mapping[str, Sequence[str]]
@@ -85,6 +87,7 @@ def parse_request(
         deadline_s=deadline_s,
         callback_url=callback_url,
         stream=_flag(given.get("stream"), "stream"),
+        keep_alive=keep_alive_field(given.get("keep_alive")),
     )
 
 
@@ -99,6 +102,17 @@ def parse_callback(value: str | None, param: str = "callback_url") -> str | None
         message = f"{param} is not a usable URL: {exc}"
         raise InvalidRequest(message, param=param, code="invalid_callback_url") from None
     return value
+
+
+def keep_alive_field(value: str | None) -> float | None:
+    """Seconds or a duration (``5m``), ``-1`` forever (settings/keep_alive.py); None if
+    not given."""
+    if value is None or value == "":
+        return None
+    try:
+        return parse_keep_alive(value)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), param="keep_alive") from None
 
 
 def _flag(value: str | None, name: str) -> bool:

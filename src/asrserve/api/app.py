@@ -103,6 +103,8 @@ def create_app(
             context.scheduler_view = _view(backend, local)
             if local is not None:
                 context.live = LiveSessions(LiveDecoder(local.scheduler, settings), settings)
+            if local is not None and not settings.distributed:
+                context.residency = local.scheduler.residency
             context.catalog = catalog
             yield
         finally:

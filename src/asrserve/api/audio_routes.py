@@ -83,6 +83,7 @@ async def _submit_interactive(
         Priority.INTERACTIVE,
         deadline_s=timeout,
         principal=principal,
+        keep_alive=parsed.keep_alive,
     )
     return job, timeout
 

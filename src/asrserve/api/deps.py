@@ -11,6 +11,7 @@ from fastapi import Request
 from asrserve.api.uploads import UploadGate
 from asrserve.api.waits import WaitGate
 from asrserve.auth.principal import OPEN, Principal
+from asrserve.batcher.residency import Residency
 from asrserve.engine.catalog import Catalog
 from asrserve.live.sessions import Live, NoLive
 from asrserve.metrics import Metrics
@@ -32,6 +33,9 @@ class ApiContext:
     # raises when the broker is unreachable (embedded: never)
     broker_ping: Callable[[], Awaitable[object]] = field(default=lambda: _empty())
     live: Live = field(default_factory=NoLive)  # live sessions, on a node that runs a model
+    # which models are loaded, and loading/unloading them (embedded mode only: None on a
+    # distributed node, whose models live on the worker nodes)
+    residency: Residency | None = None
     # who an Authorization header names (AccessControl.principal; the open caller by default)
     authenticate: Callable[[str], Awaitable[Principal]] = field(default=lambda _: _open())
 

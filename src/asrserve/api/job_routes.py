@@ -42,6 +42,7 @@ async def create_job(
         parsed.callback_url,
         parsed.deadline_s,
         principal=principal,
+        keep_alive=parsed.keep_alive,
     )
     return JSONResponse(job_view(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 

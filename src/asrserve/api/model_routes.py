@@ -5,7 +5,15 @@ to choose one: ``languages`` (``"multilingual"``, or ``["en"]`` for an English-o
 ``translate`` (into English: multilingual models only), ``default`` (the model a request
 that names none, or names ``whisper-1``, gets) and ``aliases`` (``["whisper-1"]`` on the
 default, empty elsewhere). ``whisper-1`` is not listed as a model of its own: it is a second
-name of the default, which ``GET /v1/models/whisper-1`` answers with.
+name of the default, which ``GET /v1/models/whisper-1`` answers with. Each card also has
+``keep_alive`` (seconds its weights stay loaded after their last use; -1 forever) and
+``loaded`` (whether they are in memory now; null on a distributed node, whose models live on
+the worker nodes).
+
+``POST /v1/models/{id}/load`` (``?keep_alive=`` optional) and ``/unload``, admin keys only:
+load the model's replicas now, or release them now (409 ``model_busy`` while it has work
+pending or running; its next request loads it again). Embedded mode only: a distributed
+node answers 409 ``models_on_workers`` (docs/models.md).
 """
 
 from __future__ import annotations
@@ -14,30 +22,92 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from asrserve.api.access import caller
 from asrserve.api.audio_routes import ready_model
 from asrserve.api.deps import ApiContext
+from asrserve.auth.principal import Principal
+from asrserve.batcher.residency import Residency
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import OPENAI_ALIAS, Catalog
-from asrserve.errors import NotFound, shown
+from asrserve.errors import Conflict, Forbidden, NotFound, shown
+from asrserve.requests import keep_alive_field
 
 router = APIRouter(prefix="/v1/models")
 Ready = Annotated[ApiContext, Depends(ready_model)]
+Caller = Annotated[Principal, Depends(caller)]
 
 
 @router.get("")
 async def list_models(ctx: Ready) -> dict[str, Any]:
     assert ctx.catalog is not None
     catalog = ctx.catalog
-    return {"object": "list", "data": [model_card(model, catalog) for model in catalog]}
+    data = [model_card(model, catalog) | memory_state(model, ctx) for model in catalog]
+    return {"object": "list", "data": data}
 
 
 @router.get("/{model_id}")
 async def get_model(model_id: str, ctx: Ready) -> dict[str, Any]:
+    model = _served(model_id, ctx)
+    assert ctx.catalog is not None
+    return model_card(model, ctx.catalog) | memory_state(model, ctx)
+
+
+@router.post("/{model_id}/load")
+async def load_model(
+    model_id: str, ctx: Ready, principal: Caller, keep_alive: str | None = None
+) -> dict[str, Any]:
+    """Load the model's replicas on every device now (admin keys); ``keep_alive`` sets
+    how long they stay loaded once idle (as a request's does)."""
+    model, residency = _operated(model_id, ctx, principal)
+    await residency.load(model.id, keep_alive_field(keep_alive))
+    assert ctx.catalog is not None
+    return model_card(model, ctx.catalog) | memory_state(model, ctx)
+
+
+@router.post("/{model_id}/unload")
+async def unload_model(model_id: str, ctx: Ready, principal: Caller) -> dict[str, Any]:
+    """Release the model's replicas now (admin keys); 409 while it has work."""
+    model, residency = _operated(model_id, ctx, principal)
+    await residency.unload(model.id)
+    assert ctx.catalog is not None
+    return model_card(model, ctx.catalog) | memory_state(model, ctx)
+
+
+def _served(model_id: str, ctx: ApiContext) -> ModelInfo:
     assert ctx.catalog is not None
     model = ctx.catalog.get(model_id)
     if model is None:
         raise NotFound(f"no model '{shown(model_id)}'", param="model", code="model_not_found")
-    return model_card(model, ctx.catalog)
+    return model
+
+
+def _operated(model_id: str, ctx: ApiContext, principal: Principal) -> tuple[ModelInfo, Residency]:
+    """The model an operator loads or unloads, and what does it: 403 for a key that is not
+    an admin's, 404 for a model not served, 409 on a distributed node."""
+    if not principal.admin:
+        raise Forbidden("loading and unloading models needs an admin key", code="admin_required")
+    model = _served(model_id, ctx)
+    if ctx.residency is None:
+        raise Conflict(
+            "models are loaded on the worker nodes in distributed mode: this node cannot load"
+            " or unload them; set keep_alive on requests, or a model's default"
+            " (ASRSERVE_MODELS=NAME:keep_alive=...) on the workers",
+            param="model",
+            code="models_on_workers",
+        )
+    return model, ctx.residency
+
+
+def memory_state(model: ModelInfo, ctx: ApiContext) -> dict[str, Any]:
+    """``keep_alive`` (s; -1 forever) and ``loaded``: the model's now in embedded mode; its
+    configured default and null (not known here) on a distributed node."""
+    if ctx.residency is not None:
+        return {
+            "keep_alive": ctx.residency.keep_alive(model.id),
+            "loaded": ctx.residency.loaded(model.id),
+        }
+    default = ctx.service.settings.keep_alive
+    return {"keep_alive": default if model.keep_alive is None else model.keep_alive, "loaded": None}
 
 
 def model_card(model: ModelInfo, catalog: Catalog) -> dict[str, Any]:

@@ -9,6 +9,11 @@ AUDIO = {
     "format": "binary",
     "description": "Audio in any container FFmpeg reads (flac, mp3, m4a, ogg, wav, webm, ...).",
 }
+KEEP_ALIVE = {
+    "type": "string",
+    "description": "How long the model stays loaded after this request: seconds or a duration"
+    " (5m); -1 forever, 0 unloaded once done (Ollama's keep_alive).",
+}
 
 
 def transcription_form(*, sync: bool) -> dict[str, Any]:
@@ -32,6 +37,7 @@ def transcription_form(*, sync: bool) -> dict[str, Any]:
             "description": "Drop the work (504) if no device "
             "has started it within this many seconds.",
         },
+        "keep_alive": KEEP_ALIVE,
     }
     if not sync:
         properties["callback_url"] = {
@@ -56,6 +62,7 @@ def translation_form() -> dict[str, Any]:
             "enum": ["json", "text", "srt", "verbose_json", "vtt"],
         },
         "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+        "keep_alive": KEEP_ALIVE,
     }
     return _form(properties, "file")
 

@@ -39,6 +39,7 @@ BODY_FIELDS = frozenset(
         "timestamp_granularities",
         "timestamp_granularities[]",
         "beam_size",
+        "keep_alive",
     }
 )
 

@@ -19,6 +19,7 @@ class Device:
     engines: dict[str, Engine]
     executor: ThreadPoolExecutor = field(init=False)
     last_used: dict[str, float] = field(default_factory=dict)  # model id → clock time
+    running: str | None = None  # the model id of the batch it runs now
 
     def __post_init__(self) -> None:
         if not self.engines:

@@ -17,8 +17,8 @@ import functools
 import itertools
 import logging
 import math
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from asrserve.batcher.cost import MeasuredCost
 from asrserve.batcher.device import Device
 from asrserve.batcher.policies import PolicyConfig, get_policy
 from asrserve.batcher.policies.fill import FILL_SHARE, RIDE_SHARE, ArrivalRate, Load
+from asrserve.batcher.residency import Residency
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
 from asrserve.batcher.work import WorkItem
 from asrserve.engine.base import (
@@ -38,6 +39,7 @@ from asrserve.engine.base import (
 )
 from asrserve.errors import DeadlineExceeded, InternalError
 from asrserve.jobs.models import Task, TranscriptionOptions
+from asrserve.settings.keep_alive import FOREVER
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +66,10 @@ class SchedulerConfig:
     run_timeout_floor: float = 300.0
     run_timeout_factor: float = 10.0
     # A model's replica on a device that has run no batch for ``model_idle`` s releases
-    # its weights, and loads them again for the next batch (0: never).
+    # its weights, and loads them again for the next batch (0: never): every model's
+    # keep_alive unless ``keep_alive`` names its own (s, by model id; negative: forever).
     model_idle: float = 0.0
+    keep_alive: Mapping[str, float] = field(default_factory=dict)
     fill_share: float = FILL_SHARE  # see PolicyConfig
     ride_share: float = RIDE_SHARE
     live_below: int | None = None
@@ -114,10 +118,18 @@ class Scheduler:
         self.policy = get_policy(config.policy, config.policy_config())
         self._online_seen = -math.inf  # when online work last arrived or last ran
         self._foreground_seen = -math.inf  # when work above the background classes did
-        self._started = 0.0  # when run() started: idle time counts from there
         self._busy = 0  # devices computing a batch now
         self._arrivals = ArrivalRate()
         self.cost = MeasuredCost()  # of transcription batches, fitted as they run
+        idle = config.model_idle if config.model_idle > 0 else FOREVER
+        # which models stay loaded (keep_alive), and an operator's load and unload
+        self.residency = Residency(
+            self.devices,
+            self.clock,
+            lambda model: self.pending_count(model=model),
+            config.keep_alive,
+            idle,
+        )
 
     # --- producers ------------------------------------------------------------------
     def submit_chunks(
@@ -189,12 +201,10 @@ class Scheduler:
     # --- consumers ------------------------------------------------------------------
     async def run(self) -> None:
         """Run every device loop until cancelled."""
-        self._started = self.clock.now()
         async with asyncio.TaskGroup() as group:
             for device in self.devices:
                 group.create_task(self._device_loop(device), name=f"device-loop-{device.name}")
-            if self.config.model_idle > 0:
-                group.create_task(self._unload_idle(), name="unload-idle-models")
+            group.create_task(self.residency.run(), name="keep-alive")
 
     def close(self) -> None:
         for device in self.devices:
@@ -280,8 +290,10 @@ class Scheduler:
 
     async def _execute(self, device: Device, batch: list[WorkItem]) -> None:
         started = self.clock.now()
+        model = device.model_id(batch[0].options.model)
+        device.last_used[model] = started
+        device.running = model
         try:
-            device.last_used[device.model_id(batch[0].options.model)] = started
             if batch[0].chunk is None:
                 audio, options = batch[0].audio, batch[0].options
                 assert audio is not None
@@ -295,6 +307,8 @@ class Scheduler:
             log.exception("batch of %d failed on %s", len(batch), device.name)
             outputs = [exc] * len(batch)
         finished = self.clock.now()
+        device.last_used[model], device.running = finished, None
+        self.residency.changed.set()  # its idle time counts from now
         self._ran(batch, finished)
         # Items are stacked padded to the widest window in the batch.
         window = max(item.window for item in batch)
@@ -319,7 +333,7 @@ class Scheduler:
                 "pass_id": pass_id,  # the forward pass
                 "batch_id": pass_id,  # its older name, deprecated (docs/glossary.md)
                 "device": device.name,
-                "model": device.model_id(batch[0].options.model),
+                "model": model,
                 "task": batch[0].options.task.value,
                 "size": record.size,
                 "wait_ms": round(max(record.waits) * 1000, 1),
@@ -410,21 +424,6 @@ class Scheduler:
             future.cancel()
             raise RunTimeout(f"the engine ran past {timeout:.0f} s on {device.name} (hung)")
         return future.result()
-
-    async def _unload_idle(self) -> None:
-        """Release the weights of replicas idle for ``model_idle`` s (in their device's
-        thread, so never under a running batch); a later batch loads them again."""
-        idle = self.config.model_idle
-        while True:
-            now = self.clock.now()
-            for device in self.devices:
-                for model, engine in device.engines.items():
-                    used = device.last_used.get(model, self._started)
-                    if engine.loaded and now - used >= idle:
-                        loop = asyncio.get_running_loop()
-                        await loop.run_in_executor(device.executor, engine.unload)
-                        log.info("model %s unloaded on %s: idle %g s", model, device.name, idle)
-            await self.clock.wait(asyncio.Event(), now + idle / 4)  # a timer: nothing to wait on
 
     def pending_count(
         self, priorities: Collection[int] | None = None, *, model: str | None = None

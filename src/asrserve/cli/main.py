@@ -71,7 +71,8 @@ def add_model_arguments(sub: argparse.ArgumentParser) -> None:
         action="append",
         metavar="NAME",
         help="a model to serve, repeatable, the first the default: a directory, tiny.en, base,"
-        " a faster-whisper size (large-v3) or a hub repo id (org/name)",
+        " a faster-whisper size (large-v3) or a hub repo id (org/name); NAME:keep_alive=5m"
+        " gives it its own keep_alive (-1 forever, 0 after each use)",
     )
     sub.add_argument(
         "--offline", action="store_true", help="never download a model: use the cache only"

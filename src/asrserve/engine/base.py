@@ -31,6 +31,7 @@ class ModelInfo:
     multilingual: bool
     default_beam_size: int
     weights_bytes: int = 0  # model.bin on disk: about what one replica holds in memory
+    keep_alive: float | None = None  # its own default keep_alive (s; -1: forever), if named
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class Engine(ABC):
     model_id: str
     multilingual: bool
     weights_bytes: int = 0  # the model's weights on disk: about what a replica holds
+    keep_alive: float | None = None  # its model's own default keep_alive, if configured
 
     @property
     @abstractmethod

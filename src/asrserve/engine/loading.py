@@ -25,7 +25,8 @@ MULTILINGUAL_VOCABULARY = 51865  # Whisper's English-only models have one token 
 def describe(source: ModelSource, beam_size: int) -> ModelInfo:
     """What the API validates requests against, read from the model directory."""
     multilingual = vocabulary_size(source.path) >= MULTILINGUAL_VOCABULARY
-    return ModelInfo(source.id, multilingual, beam_size, weights_bytes(source.path))
+    size = weights_bytes(source.path)
+    return ModelInfo(source.id, multilingual, beam_size, size, source.keep_alive)
 
 
 def catalog(settings: Settings) -> Catalog:
@@ -100,6 +101,7 @@ def load(settings: Settings) -> list[dict[str, Engine]]:
                         compute,
                         0,
                         fallback=settings.fallback_temperatures,
+                        keep_alive=source.keep_alive,
                     )
                 )
             ]
@@ -119,6 +121,7 @@ def load(settings: Settings) -> list[dict[str, Engine]]:
                     shape.threads,
                     shape.replicas,
                     settings.fallback_temperatures,
+                    source.keep_alive,
                 )
             )
             for source in sources

@@ -20,6 +20,7 @@ from asrserve.engine.base import ModelNotFoundError
 from asrserve.engine.packaged import PACKAGED, Locate, PackageMissing, package_dir
 from asrserve.engine.whisper import REQUIRED_FILES, check_model_dir
 from asrserve.settings import Settings
+from asrserve.settings.keep_alive import model_spec
 
 # faster-whisper's own names (faster_whisper.utils._MODELS), so users type what they know.
 SYSTRAN = "Systran/faster-whisper-"
@@ -55,14 +56,16 @@ class ModelSource:
     id: str  # what it is served as
     path: Path  # a CTranslate2 Whisper directory
     origin: str  # "directory", "package" or "hub"
+    keep_alive: float | None = None  # its own default keep_alive (s; -1 forever), if named
 
 
 def resolve_models(settings: Settings) -> list[ModelSource]:
     """Every configured model, in order (the first is the default), checked to be there."""
-    sources = [
-        resolve(name, cache_dir=settings.model_cache, offline=settings.offline)
-        for name in settings.models
-    ]
+    sources = []
+    for entry in settings.models:  # NAME, or NAME:keep_alive=VALUE
+        name, keep_alive = model_spec(entry)
+        source = resolve(name, cache_dir=settings.model_cache, offline=settings.offline)
+        sources.append(replace(source, keep_alive=keep_alive))
     if settings.model_id and len(sources) == 1:
         sources = [replace(sources[0], id=settings.model_id)]
     for served, count in Counter(source.id for source in sources).items():

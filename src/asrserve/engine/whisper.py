@@ -103,6 +103,7 @@ class EngineConfig:
     cpu_threads: int
     replicas: int = 1  # replicas sharing these weights: batches CTranslate2 runs at once on them
     fallback: tuple[float, ...] = TEMPERATURES  # the ladder of a temperature-0 request
+    keep_alive: float | None = None  # the model's own default keep_alive (s), if configured
 
 
 class SharedWeights:
@@ -182,6 +183,7 @@ class FasterWhisperEngine(Engine):
         self.fallback_counts = FallbackCounts()  # what the fallback did on this replica
         self.multilingual = bool(self._model.model.is_multilingual)
         self.weights_bytes = (config.model_path / "model.bin").stat().st_size
+        self.keep_alive = config.keep_alive
 
     @classmethod
     def replicas(cls, config: EngineConfig) -> list[FasterWhisperEngine]:

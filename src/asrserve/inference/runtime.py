@@ -127,7 +127,11 @@ async def start_inference(
     catalog = Catalog.of(
         [
             ModelInfo(
-                engine.model_id, engine.multilingual, settings.beam_size, engine.weights_bytes
+                engine.model_id,
+                engine.multilingual,
+                settings.beam_size,
+                engine.weights_bytes,
+                engine.keep_alive,
             )
             for engine in replicas[0].values()
         ]
@@ -221,6 +225,11 @@ def _scheduler(
         offline_holdoff=settings.offline_holdoff_ms / 1000,
         run_timeout_floor=settings.run_timeout_floor_s,
         model_idle=settings.model_idle_s,
+        keep_alive={
+            model: engine.keep_alive
+            for model, engine in replicas[0].items()
+            if engine.keep_alive is not None
+        },
         fill_share=settings.fill_wait_share,
         ride_share=settings.offline_ride_share,
         live_below=Priority.INTERACTIVE,

@@ -60,7 +60,12 @@ class Transcriber:
         that is final grows. Blocking steps run in ``preprocess``, at the job's priority; a
         job that succeeds adds its time there and the audio it handed on to ``stats``."""
         pool = JobPool(preprocess.at(job.priority))
-        transcript = await self._transcribe(job, pool, submitted, report)
+        residency = self._scheduler.residency  # its model stays loaded while the job runs
+        residency.begin(job.options.model)
+        try:
+            transcript = await self._transcribe(job, pool, submitted, report)
+        finally:
+            residency.end(job.options.model, job.keep_alive)
         stats.record(pool.audio_seconds, pool.busy_seconds)
         return transcript
 

@@ -138,6 +138,8 @@ class Job(BaseModel):
     owns_audio: bool = True  # False: the audio belongs to a stored file, never deleted with the job
     owner: str | None = None  # the API key that submitted it (None: auth is off)
     progress: Progress | None = None  # None until the running attempt knows its windows
+    # How long its model stays loaded after it (s; -1 forever; None: the model's default)
+    keep_alive: float | None = None
 
 
 def new_job_id() -> str:

@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     owns_audio INTEGER NOT NULL DEFAULT 1,
     owner TEXT,
     admitted_s REAL NOT NULL DEFAULT 0,
-    progress TEXT
+    progress TEXT,
+    keep_alive REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
 CREATE INDEX IF NOT EXISTS jobs_webhook ON jobs (webhook_status);
@@ -48,6 +49,7 @@ ADDED_COLUMNS = (
     ("owner", "TEXT"),
     ("admitted_s", "REAL NOT NULL DEFAULT 0"),
     ("progress", "TEXT"),
+    ("keep_alive", "REAL"),
 )
 INDEXES = "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, status);"
 

@@ -233,6 +233,7 @@ class BatchRunner:
                 batch_id=batch.id,
                 owns_audio=False,
                 owner=batch.owner,
+                keep_alive=request.request.keep_alive,
             )
             jobs.append(job)
             items.append(item.model_copy(update={"job_id": job.id}))

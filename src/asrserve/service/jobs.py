@@ -61,6 +61,7 @@ class Service:
         callback_url: str | None = None,
         deadline_s: float | None = None,
         principal: Principal = OPEN,
+        keep_alive: float | None = None,
     ) -> Job:
         """Validate the stored upload, admit it (queue limits, the caller's quota), then
         record and enqueue the job (durable on return)."""
@@ -89,6 +90,7 @@ class Service:
             callback_url=callback_url,
             deadline_at=None if deadline_s is None else time.time() + deadline_s,
             owner=principal.owner,
+            keep_alive=keep_alive,
         )
         try:
             job = job.model_copy(

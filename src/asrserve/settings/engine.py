@@ -10,6 +10,7 @@ from pydantic_settings import NoDecode
 
 from asrserve.engine.registry import DEFAULT_ENGINE, check_engine
 from asrserve.settings.fields import FLAG, EncoderWindow, names, numbers
+from asrserve.settings.keep_alive import FOREVER, model_spec
 
 
 class EngineSettings(BaseModel):
@@ -17,7 +18,7 @@ class EngineSettings(BaseModel):
         ("tiny.en",),
         description="Models to serve, the first the default (comma-separated): directories,"
         " packaged models (`tiny.en`, `base`), faster-whisper size names or hub repo ids"
-        " (docs/models.md).",
+        " (docs/models.md); `NAME:keep_alive=300` gives one its own keep_alive.",
     )
     model: Path | None = Field(
         None,
@@ -76,7 +77,8 @@ class EngineSettings(BaseModel):
         0.0,
         ge=0,
         description="A model that has run nothing for this long releases its weights on each"
-        " device, and loads them again for its next request (0: never).",
+        " device, and loads them again for its next request (0: never): every model's default"
+        " `keep_alive`, unless its `models` entry names its own (docs/models.md).",
     )
     vad_filter: bool = Field(
         True, description="Cut every file at the silences Silero VAD finds before decoding."
@@ -132,6 +134,8 @@ class EngineSettings(BaseModel):
     def _some_model(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if not value:
             raise ValueError("name at least one model to serve")
+        for entry in value:
+            model_spec(entry)  # ValueError for an option it does not know or a bad value
         return value
 
     @model_validator(mode="after")
@@ -144,6 +148,11 @@ class EngineSettings(BaseModel):
     @classmethod
     def _known_engine(cls, value: str) -> str:
         return check_engine(value)  # ValueError naming the registered engines
+
+    @property
+    def keep_alive(self) -> float:
+        """Every model's keep_alive unless its entry names one: ``model_idle_s`` (0: forever)."""
+        return self.model_idle_s or FOREVER
 
     @property
     def windows(self) -> tuple[float, ...]:
