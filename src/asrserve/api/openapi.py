@@ -10,6 +10,30 @@ AUDIO = {
     "description": "Audio in any container FFmpeg reads (flac, mp3, m4a, ogg, wav, webm, ...).",
 }
 
+INCLUDE = {
+    "type": "array",
+    "items": {"type": "string", "enum": ["logprobs"]},
+    "description": "logprobs: each text token's log probability (response_format=json only; "
+    "decodes greedily, beam_size 1).",
+}
+CHUNKING = {
+    "description": "How the file is split into speech: 'auto' (the default) or a server_vad "
+    "object (as JSON, or as chunking_strategy[...] fields).",
+    "oneOf": [
+        {"type": "string", "enum": ["auto"]},
+        {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": ["server_vad"]},
+                "threshold": {"type": "number", "minimum": 0, "maximum": 1},
+                "silence_duration_ms": {"type": "integer", "minimum": 0, "maximum": 10000},
+                "prefix_padding_ms": {"type": "integer", "minimum": 0, "maximum": 5000},
+            },
+            "required": ["type"],
+        },
+    ],
+}
+
 
 def transcription_form(*, sync: bool) -> dict[str, Any]:
     properties: dict[str, Any] = {
@@ -27,6 +51,8 @@ def transcription_form(*, sync: bool) -> dict[str, Any]:
             "items": {"type": "string", "enum": ["word", "segment"]},
         },
         "beam_size": {"type": "integer", "minimum": 1, "maximum": 20},
+        "include[]": INCLUDE,
+        "chunking_strategy": CHUNKING,
         "deadline_s": {
             "type": "number",
             "description": "Drop the work (504) if no device "
@@ -56,6 +82,8 @@ def translation_form() -> dict[str, Any]:
             "enum": ["json", "text", "srt", "verbose_json", "vtt"],
         },
         "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+        "include[]": INCLUDE,
+        "chunking_strategy": CHUNKING,
     }
     return _form(properties, "file")
 

@@ -12,7 +12,7 @@ from typing import Protocol, TypeVar
 
 from asrserve.audio.chunk import Timeline, assemble
 from asrserve.audio.decode import decode
-from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio
+from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio, vad_config
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
 from asrserve.backends.backend import Backend
@@ -76,8 +76,10 @@ class Transcriber:
                     decode_audio,
                     audio,
                     max_seconds=settings.max_audio_seconds,
-                    vad=settings.vad_filter,
+                    # a chunking_strategy object asks for the VAD even where it is off
+                    vad=settings.vad_filter or job.options.chunking is not None,
                     folder=settings.spool_dir,
+                    config=vad_config(job.options.chunking),
                 ),
             )
         try:
