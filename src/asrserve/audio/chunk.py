@@ -142,6 +142,7 @@ class Timeline:
                     compression_ratio=raw.compression_ratio,
                     no_speech_prob=raw.no_speech_prob,
                     words=words,
+                    logprobs=raw.logprobs,
                 )
             )
             self._next_id += 1

@@ -10,7 +10,7 @@ from enum import IntEnum, StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from asrserve.errors import STATUS_OF_KIND, AsrError
-from asrserve.transcript import Transcript
+from asrserve.transcript import TokenLogprob, Transcript
 
 
 class JobStatus(StrEnum):
@@ -99,6 +99,7 @@ class PartialSegment(BaseModel):
     start: float
     end: float
     text: str
+    logprobs: tuple[TokenLogprob, ...] | None = None  # its text tokens' (options.logprobs)
 
 
 class Progress(BaseModel):
