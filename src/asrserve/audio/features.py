@@ -92,7 +92,8 @@ def decode_audio(
 ) -> DecodedAudio:
     """Decode ``path`` once into 16 kHz samples (spilled to ``folder`` past a few minutes),
     finding speech on the way with ``config`` (if ``vad``); raises :class:`AudioError` as
-    :func:`stream` does."""
+    :func:`stream` does. A file one window holds is decoded whole, pauses included, with
+    the default :data:`VAD`; with a request's own, where that finds speech."""
     pcm = Pcm(folder)
     try:
         detector = SpeechDetector(config) if vad else None
@@ -103,7 +104,7 @@ def decode_audio(
         if pcm.samples == 0:
             raise empty_audio()
         speech = detector.finish() if detector is not None else fixed_regions(pcm.samples)
-        return DecodedAudio(pcm, layout(speech, pcm.samples))
+        return DecodedAudio(pcm, layout(speech, pcm.samples, whole=config is VAD))
     except BaseException:
         pcm.close()
         raise
