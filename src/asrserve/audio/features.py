@@ -104,7 +104,7 @@ def decode_audio(
         if pcm.samples == 0:
             raise empty_audio()
         speech = detector.finish() if detector is not None else fixed_regions(pcm.samples)
-        return DecodedAudio(pcm, layout(speech, pcm.samples, whole=config is VAD))
+        return DecodedAudio(pcm, layout(speech, pcm.samples, short_whole=config is VAD))
     except BaseException:
         pcm.close()
         raise
