@@ -114,6 +114,8 @@ def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) ->
         "prompt",
         "response_format",
         "temperature",
+        "include[]",
+        "chunking_strategy",
     }
     for route in ("/asr", "/detect-language"):
         form = paths[route]["post"]["requestBody"]["content"]["multipart/form-data"]

@@ -98,7 +98,9 @@ class Transcriber:
     ) -> Transcript:
         """Detect the language first where the model must (a multilingual model, no
         language given: once per job, from its first window), then run every window in it."""
-        options, features = job.options, self._features(job.options.model)
+        # the split is done: windows of jobs split differently may share a batch
+        options = job.options.model_copy(update={"chunking": None})
+        features = self._features(options.model)
         detected: tuple[str, float] | None = None
         if options.task is Task.DETECT or (features.multilingual and options.language is None):
             detected = await self._detect(job, decoded, pool)
