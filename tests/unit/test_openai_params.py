@@ -4,18 +4,23 @@ refuses by name."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from asrserve.audio.features import decode_audio, vad_config
+from asrserve.batch_api.models import BatchItem
+from asrserve.batch_api.output import split_lines
 from asrserve.batch_api.requests import _fields
 from asrserve.engine.base import SAMPLING_RATE, ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import Chunking, TranscriptionOptions
+from asrserve.jobs.models import Chunking, Job, JobStatus, TranscriptionOptions
 from asrserve.requests import parse_request
+from asrserve.transcript import TokenLogprob
+from tests.support.fakes import transcript
 from tests.support.payloads import wav_bytes
 
 JFK = Path(__file__).parents[1] / "data" / "jfk.flac"
@@ -186,3 +191,26 @@ def test_prefix_padding_ms_and_threshold_reach_the_vad(tmp_path: Path) -> None:
     speech = sum(end - start for start, end in regions(clip, None))
     strict = sum(end - start for start, end in regions(clip, Chunking(threshold=0.95)))
     assert strict < speech / 2
+
+
+def test_a_batch_output_line_carries_the_logprobs_its_request_asked_for() -> None:
+    token = TokenLogprob(token=" hi", logprob=-0.25, bytes=[32, 104, 105])
+    result = transcript()
+    result = result.model_copy(
+        update={"segments": [result.segments[0].model_copy(update={"logprobs": [token]})]}
+    )
+    asked = TranscriptionOptions(logprobs=True, beam_size=1)
+    jobs = {
+        name: Job(id=name, status=JobStatus.SUCCEEDED, result=result, options=options)
+        for name, options in (("job_x1_1", asked), ("job_x1_2", TranscriptionOptions()))
+    }
+    items = [
+        BatchItem(batch_id="batch_x1", line=n, custom_id=f"c{n}", job_id=f"job_x1_{n}")
+        for n in (1, 2)
+    ]
+    output, _ = split_lines(items, jobs, "batch_expired")
+    bodies = [json.loads(row)["response"]["body"] for row in output]
+    assert bodies == [
+        {"text": "hi", "logprobs": [{"token": " hi", "logprob": -0.25, "bytes": [32, 104, 105]}]},
+        {"text": "hi"},
+    ]
