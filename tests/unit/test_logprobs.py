@@ -4,10 +4,13 @@ a window's tokens shared out to its segments, and the fallback keeping the kept 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from asrserve.engine.base import ChunkInput, RawSegment
@@ -88,3 +91,18 @@ def test_the_fallback_keeps_the_kept_decodes_token_logprobs() -> None:
     [kept] = decode_all([chunk], TEMPERATURES, decode, lambda c: None)
     assert kept[0].logprobs is not None
     assert [(t.token, t.logprob) for t in kept[0].logprobs] == [(" clear", -0.2), (" words", -0.2)]
+
+
+@functools.cache
+def whisper_tokenizer() -> Tokenizer:
+    return Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=EOT - 1), max_size=40))
+def test_any_tokens_join_to_what_the_tokenizer_decodes(ids: list[int]) -> None:
+    """Whatever the tokens (bytes that never make a character among them), their texts
+    joined are the segment's text as Whisper's tokenizer decodes it."""
+    hf = whisper_tokenizer()
+    tokens = text_tokens(ids, [0.0] * len(ids), EOT, byte_level(hf.id_to_token))
+    assert "".join(t.token for t in tokens) == hf.decode(ids)
