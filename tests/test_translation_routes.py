@@ -117,6 +117,8 @@ def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) ->
         "response_format",
         "temperature",
         "keep_alive",
+        "include[]",
+        "chunking_strategy",
     }
     for route in ("/asr", "/detect-language"):
         form = paths[route]["post"]["requestBody"]["content"]["multipart/form-data"]

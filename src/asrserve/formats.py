@@ -60,7 +60,9 @@ def to_verbose(transcript: Transcript, *, words: bool) -> dict[str, Any]:
         "language": transcript.language,
         "duration": transcript.duration,
         "text": transcript.text,
-        "segments": [segment.model_dump(exclude={"words"}) for segment in transcript.segments],
+        "segments": [
+            segment.model_dump(exclude={"words", "logprobs"}) for segment in transcript.segments
+        ],
         "usage": {"type": "duration", "seconds": round(transcript.duration)},
     }
     if words:
@@ -115,7 +117,7 @@ def to_whisper_json(transcript: Transcript) -> dict[str, Any]:
     their fields (``words`` None unless word timestamps were asked for), the language."""
     return {
         "text": "".join(segment.text for segment in transcript.segments),
-        "segments": [segment.model_dump() for segment in transcript.segments],
+        "segments": [segment.model_dump(exclude={"logprobs"}) for segment in transcript.segments],
         "language": transcript.language,
     }
 

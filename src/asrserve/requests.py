@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from asrserve import outbound
+from asrserve import openai_params, outbound
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
@@ -60,7 +60,9 @@ def parse_request(
     given = _Fields(fields)
     model = catalog.resolve(given.get("model"))
     _check_task(task, model)
+    openai_params.refuse_unsupported(fields)
     fmt = _response_format(given.get("response_format"))
+    logprobs = _logprobs(fields, fmt)
     granularities = _granularities(given)
     words = "word" in granularities
     if words and fmt is not ResponseFormat.VERBOSE_JSON:
@@ -75,7 +77,9 @@ def parse_request(
         prompt=_prompt(given.get("prompt")),
         temperature=_number(given.get("temperature"), "temperature", 0.0, 1.0, 0.0),
         word_timestamps=words,
-        beam_size=_integer(given.get("beam_size"), "beam_size", 1, 20, model.default_beam_size),
+        beam_size=_beam_size(given.get("beam_size"), model, logprobs=logprobs),
+        logprobs=logprobs,
+        chunking=openai_params.chunking(fields),
     )
     deadline = given.get("deadline_s")
     deadline_s = None if not deadline else _number(deadline, "deadline_s", 0.001, 7 * 86400, 0)
@@ -113,6 +117,31 @@ def keep_alive_field(value: str | None) -> float | None:
         return parse_keep_alive(value)
     except ValueError as exc:
         raise InvalidRequest(str(exc), param="keep_alive") from None
+
+
+def _logprobs(fields: Fields, fmt: ResponseFormat) -> bool:
+    """``include[]=logprobs``: only with ``response_format=json`` (as OpenAI allows it), the
+    one format that carries them."""
+    asked = openai_params.logprobs(fields)
+    if asked and fmt is not ResponseFormat.JSON:
+        raise InvalidRequest(
+            "include[]=logprobs requires response_format=json", param=openai_params.INCLUDE
+        )
+    return asked
+
+
+def _beam_size(value: str | None, model: ModelInfo, *, logprobs: bool) -> int:
+    """The beam; 1 (greedy) with logprobs: CTranslate2 reports each step's distribution for
+    a greedy or sampled decode only, so a wider beam cannot give them."""
+    if not logprobs:
+        return _integer(value, "beam_size", 1, 20, model.default_beam_size)
+    beam = _integer(value, "beam_size", 1, 20, 1)
+    if beam != 1:
+        raise InvalidRequest(
+            "include[]=logprobs decodes greedily: beam_size must be 1 (or left out)",
+            param="beam_size",
+        )
+    return beam
 
 
 def _flag(value: str | None, name: str) -> bool:

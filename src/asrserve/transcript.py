@@ -14,6 +14,18 @@ class Word(BaseModel):
     probability: float = 0.0
 
 
+class TokenLogprob(BaseModel):
+    """One text token of a decode and its log probability under the model (OpenAI's
+    ``Logprob``): ``token`` is the text it adds (a character split across tokens comes
+    with the token that completes it), ``bytes`` its own UTF-8 bytes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
 class Segment(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -28,6 +40,7 @@ class Segment(BaseModel):
     compression_ratio: float
     no_speech_prob: float
     words: list[Word] | None = None
+    logprobs: list[TokenLogprob] | None = None  # its text tokens', when they were asked for
 
 
 class Transcript(BaseModel):
@@ -42,6 +55,11 @@ class Transcript(BaseModel):
     @property
     def text(self) -> str:
         return "".join(segment.text for segment in self.segments).strip()
+
+    @property
+    def logprobs(self) -> list[TokenLogprob]:
+        """Every text token's log probability, in order (empty unless they were asked for)."""
+        return [token for segment in self.segments for token in segment.logprobs or ()]
 
     @property
     def words(self) -> list[Word]:

@@ -8,8 +8,15 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from asrserve.api.streams import job_events, transcript_events
-from asrserve.jobs.models import Job, JobError, JobStatus, PartialSegment, Progress
-from asrserve.transcript import Segment, Transcript
+from asrserve.jobs.models import (
+    Job,
+    JobError,
+    JobStatus,
+    PartialSegment,
+    Progress,
+    TranscriptionOptions,
+)
+from asrserve.transcript import Segment, TokenLogprob, Transcript
 from tests.support.loop import Run
 
 TEXTS = ("  Hello there. ", "  ", " How are you?", "\n")  # Whisper's spacing, and worse
@@ -147,3 +154,40 @@ def test_job_events_tell_status_progress_segments_then_done(run: Run) -> None:
     done = events[-1][1]
     assert done["status"] == "succeeded" and done["result"]["text"] == result().text
     assert done["progress"]["chunks_done"] == 4 and done["progress"]["eta_s"] == 0.0
+
+
+def test_with_logprobs_each_delta_carries_its_tokens_and_done_carries_all(run: Run) -> None:
+    """include[]=logprobs: a delta's tokens are those of the segments it sends (a
+    whitespace-only segment's go with the next delta), the done event has every token."""
+    tokens = {
+        0: [TokenLogprob(token=" Hello", logprob=-0.5, bytes=[32, 72, 101, 108, 108, 111])],
+        1: [TokenLogprob(token=" ", logprob=-2.0, bytes=[32])],
+        2: [TokenLogprob(token=" How", logprob=-0.25, bytes=[32, 72, 111, 119])],
+        3: [],
+    }
+    options = TranscriptionOptions(logprobs=True, beam_size=1)
+    segments = tuple(s.model_copy(update={"logprobs": tuple(tokens[s.id])}) for s in partial(3))
+    progress = Progress(chunks_done=3, chunks_total=4, segments=segments)
+    running_job = Job(id="job_1", status=JobStatus.RUNNING, progress=progress, options=options)
+    final = result().model_copy(
+        update={
+            "segments": [s.model_copy(update={"logprobs": tokens[s.id]}) for s in result().segments]
+        }
+    )
+    done_job = succeeded().model_copy(update={"result": final, "options": options})
+    events = parsed(run, transcript_events(snapshots([running_job, done_job]), 60.0))
+    deltas = [data for _, data in events if data and data["type"].endswith("delta")]
+    assert [d["delta"] for d in deltas] == ["Hello there.", "    How are you?"]
+    assert [[t["logprob"] for t in d["logprobs"]] for d in deltas] == [[-0.5], [-2.0, -0.25]]
+    assert deltas[0]["logprobs"][0] == {
+        "token": " Hello",
+        "logprob": -0.5,
+        "bytes": [32, 72, 101, 108, 108, 111],
+    }
+    done = events[-1][1]
+    assert [t["token"] for t in done["logprobs"]] == [" Hello", " ", " How"]
+
+
+def test_without_logprobs_no_event_carries_them(run: Run) -> None:
+    events = parsed(run, transcript_events(snapshots([succeeded()]), 60.0))
+    assert all("logprobs" not in data for _, data in events)

@@ -15,6 +15,30 @@ KEEP_ALIVE = {
     " (5m); -1 forever, 0 unloaded once done (Ollama's keep_alive).",
 }
 
+INCLUDE = {
+    "type": "array",
+    "items": {"type": "string", "enum": ["logprobs"]},
+    "description": "logprobs: each text token's log probability (response_format=json only; "
+    "decodes greedily, beam_size 1).",
+}
+CHUNKING = {
+    "description": "How the file is split into speech: 'auto' (the default) or a server_vad "
+    "object (as JSON, or as chunking_strategy[...] fields).",
+    "oneOf": [
+        {"type": "string", "enum": ["auto"]},
+        {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": ["server_vad"]},
+                "threshold": {"type": "number", "minimum": 0, "maximum": 1},
+                "silence_duration_ms": {"type": "integer", "minimum": 0, "maximum": 10000},
+                "prefix_padding_ms": {"type": "integer", "minimum": 0, "maximum": 5000},
+            },
+            "required": ["type"],
+        },
+    ],
+}
+
 
 def transcription_form(*, sync: bool) -> dict[str, Any]:
     properties: dict[str, Any] = {
@@ -32,6 +56,8 @@ def transcription_form(*, sync: bool) -> dict[str, Any]:
             "items": {"type": "string", "enum": ["word", "segment"]},
         },
         "beam_size": {"type": "integer", "minimum": 1, "maximum": 20},
+        "include[]": INCLUDE,
+        "chunking_strategy": CHUNKING,
         "deadline_s": {
             "type": "number",
             "description": "Drop the work (504) if no device "
@@ -63,6 +89,8 @@ def translation_form() -> dict[str, Any]:
         },
         "temperature": {"type": "number", "minimum": 0, "maximum": 1},
         "keep_alive": KEEP_ALIVE,
+        "include[]": INCLUDE,
+        "chunking_strategy": CHUNKING,
     }
     return _form(properties, "file")
 

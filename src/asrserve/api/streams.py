@@ -17,6 +17,7 @@ from asrserve.api.schemas import job_view, progress_view
 from asrserve.api.waits import HeldStream
 from asrserve.errors import AsrError, Conflict, DeadlineExceeded, StoredError
 from asrserve.jobs.models import Job, JobStatus
+from asrserve.transcript import TokenLogprob
 
 KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing an idle stream
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -33,6 +34,8 @@ class _Text(Protocol):
     def end(self) -> float: ...
     @property
     def text(self) -> str: ...
+    @property
+    def logprobs(self) -> Sequence[TokenLogprob] | None: ...
 
 
 def _kept() -> None:
@@ -77,11 +80,16 @@ class _Deltas:
         self.sent = 0  # segments
         self._started = False
         self._held = ""
+        # the log probabilities of the tokens whose text is not sent yet (include[]=logprobs)
+        self._tokens: list[TokenLogprob] = []
+        self.logprobs: list[list[TokenLogprob]] = []  # of each piece of the last call
 
     def of(self, segments: Sequence[_Text]) -> list[str]:
         pieces: list[str] = []
+        self.logprobs = []
         for segment in segments[self.sent :]:
             piece = self._held + segment.text
+            self._tokens += segment.logprobs or ()
             if not self._started:
                 piece = piece.lstrip()
             text = piece.rstrip()
@@ -89,6 +97,8 @@ class _Deltas:
             if text:
                 self._started = True
                 pieces.append(text)
+                self.logprobs.append(self._tokens)
+                self._tokens = []
         self.sent = max(self.sent, len(segments))
         return pieces
 
@@ -105,14 +115,21 @@ async def transcript_events(jobs: AsyncIterator[Job], timeout: float) -> AsyncIt
     async for job in jobs:
         last = job
         pieces = deltas.of(_final_segments(job))
-        for piece in pieces:
-            yield sse({"type": "transcript.text.delta", "delta": piece})
+        for piece, tokens in zip(pieces, deltas.logprobs, strict=True):
+            delta: dict[str, Any] = {"type": "transcript.text.delta", "delta": piece}
+            if job.options.logprobs:
+                delta["logprobs"] = [token.model_dump() for token in tokens]
+            yield sse(delta)
         if not pieces and not job.status.finished:
             yield ": keep-alive\n\n"
     if last is not None and last.status is JobStatus.SUCCEEDED and last.result is not None:
         seconds = last.result.duration
         usage = {"type": "duration", "seconds": round(seconds)}
-        yield sse({"type": "transcript.text.done", "text": last.result.text, "usage": usage})
+        text = last.result.text
+        done: dict[str, Any] = {"type": "transcript.text.done", "text": text, "usage": usage}
+        if last.options.logprobs:
+            done["logprobs"] = [token.model_dump() for token in last.result.logprobs]
+        yield sse(done)
     elif last is not None and last.status is JobStatus.FAILED and last.error is not None:
         error = last.error
         yield _error(StoredError(error.status, error.message, code=error.code))

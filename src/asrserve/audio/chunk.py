@@ -41,10 +41,12 @@ def fixed_regions(samples: int) -> list[dict[str, int]]:
     return [{"start": at, "end": min(at + step, samples)} for at in range(0, samples, step)]
 
 
-def layout(speech: list[dict[str, int]], samples: int) -> SpeechLayout:
-    """The windows of a file of ``samples`` samples whose speech regions are ``speech``."""
+def layout(speech: list[dict[str, int]], samples: int, *, short_whole: bool = True) -> SpeechLayout:
+    """The windows of a file of ``samples`` samples whose speech regions are ``speech``;
+    ``short_whole=False``: the regions even of a file that one window holds (a request's
+    own VAD settings, ``chunking_strategy``)."""
     duration = samples / SAMPLING_RATE
-    if speech and duration <= CHUNK_SECONDS:
+    if speech and duration <= CHUNK_SECONDS and short_whole:
         # One window holds it all: decode it as it is, pauses included, like faster-whisper's
         # sequential path (removing the pauses measurably hurt accuracy).
         whole = [{"start": 0, "end": samples}]
@@ -142,6 +144,7 @@ class Timeline:
                     compression_ratio=raw.compression_ratio,
                     no_speech_prob=raw.no_speech_prob,
                     words=words,
+                    logprobs=raw.logprobs,
                 )
             )
             self._next_id += 1

@@ -21,10 +21,25 @@ from asrserve.audio.errors import empty_audio
 from asrserve.audio.pcm import Pcm
 from asrserve.audio.vad import SpeechDetector, VadConfig
 from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, ChunkInput, Engine
+from asrserve.jobs.models import Chunking
 
 # Regions of at most one window; pauses of 160 ms split them (faster-whisper's batched
 # pipeline uses the same).
 VAD = VadConfig(max_speech_s=CHUNK_SECONDS, min_silence_ms=160)
+
+
+def vad_config(chunking: Chunking | None) -> VadConfig:
+    """The VAD a request's ``chunking_strategy`` asks for: its speech threshold, the pause
+    that ends a region (``silence_duration_ms``) and the padding each side of a region
+    (``prefix_padding_ms``); None (``auto``) is :data:`VAD`."""
+    if chunking is None:
+        return VAD
+    return VadConfig(
+        threshold=chunking.threshold,
+        max_speech_s=CHUNK_SECONDS,
+        min_silence_ms=chunking.silence_duration_ms,
+        pad_ms=chunking.prefix_padding_ms,
+    )
 
 
 @dataclass(frozen=True)
@@ -68,13 +83,20 @@ def window_frames(duration: float, windows: Sequence[float]) -> int:
 
 
 def decode_audio(
-    path: Path, *, max_seconds: float, vad: bool, folder: Path | None = None
+    path: Path,
+    *,
+    max_seconds: float,
+    vad: bool,
+    folder: Path | None = None,
+    config: VadConfig = VAD,
 ) -> DecodedAudio:
     """Decode ``path`` once into 16 kHz samples (spilled to ``folder`` past a few minutes),
-    finding speech on the way; raises :class:`AudioError` as :func:`stream` does."""
+    finding speech on the way with ``config`` (if ``vad``); raises :class:`AudioError` as
+    :func:`stream` does. A file one window holds is decoded whole, pauses included, with
+    the default :data:`VAD`; with a request's own, where that finds speech."""
     pcm = Pcm(folder)
     try:
-        detector = SpeechDetector(VAD) if vad else None
+        detector = SpeechDetector(config) if vad else None
         for block in stream(path, max_seconds):
             pcm.append(block)
             if detector is not None:
@@ -82,7 +104,7 @@ def decode_audio(
         if pcm.samples == 0:
             raise empty_audio()
         speech = detector.finish() if detector is not None else fixed_regions(pcm.samples)
-        return DecodedAudio(pcm, layout(speech, pcm.samples))
+        return DecodedAudio(pcm, layout(speech, pcm.samples, short_whole=config is VAD))
     except BaseException:
         pcm.close()
         raise

@@ -40,6 +40,9 @@ BODY_FIELDS = frozenset(
         "timestamp_granularities[]",
         "beam_size",
         "keep_alive",
+        "include",
+        "include[]",
+        "chunking_strategy",
     }
 )
 
@@ -305,6 +308,8 @@ def _fields(body: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _text(value: object) -> str:
+    if isinstance(value, dict):  # an object field (chunking_strategy) as the form's JSON
+        return json.dumps(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

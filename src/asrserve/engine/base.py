@@ -10,7 +10,7 @@ import numpy as np
 
 from asrserve.errors import NotFound
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.transcript import Transcript
+from asrserve.transcript import TokenLogprob, Transcript
 
 SAMPLING_RATE = 16_000
 CHUNK_SECONDS = 30.0
@@ -98,6 +98,7 @@ class RawSegment:
     no_speech_prob: float
     temperature: float
     words: list[RawWord] | None
+    logprobs: list[TokenLogprob] | None = None  # its text tokens' (options.logprobs)
 
 
 Settled = Callable[[int, list["RawSegment"]], None]

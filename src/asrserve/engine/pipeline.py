@@ -16,6 +16,7 @@ import numpy as np
 from faster_whisper import BatchedInferencePipeline
 
 from asrserve.engine.base import FRAMES_PER_SECOND
+from asrserve.engine.logprobs import chosen_logprobs
 
 # A window's text is at most this many tokens per second of its length (fast English
 # speech is about 4; timestamps add 2 per segment): a decode that loops on a short window
@@ -38,6 +39,7 @@ class DecodeOptions:
     suppress_tokens: tuple[int, ...]
     multilingual: bool
     word_timestamps: bool
+    logprobs: bool = False  # each chosen token's log probability (a greedy or sampled decode)
     patience: float = 1.0
     length_penalty: float = 1.0
     repetition_penalty: float = 1.0
@@ -78,6 +80,8 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
         self.finished: list[bool] = []
         # Per item of the last call: did its decode run to the token limit?
         self.truncated: list[bool] = []
+        # Per item of the last call (options.logprobs): its tokens, each one's log probability.
+        self.logprobs: list[tuple[list[int], list[float]]] = []
 
     def generate_segment_batched(
         self, features: np.ndarray, tokenizer: Any, options: DecodeOptions
@@ -113,6 +117,7 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             suppress_tokens=list(options.suppress_tokens),
             return_scores=True,
             return_no_speech_prob=True,
+            return_logits_vocab=options.logprobs,
             repetition_penalty=options.repetition_penalty,
             no_repeat_ngram_size=options.no_repeat_ngram_size,
             **search(options),
@@ -120,8 +125,12 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
         output = []
         self.finished = []
         self.truncated = []
+        self.logprobs = []
         for result in results:
             tokens = result.sequences_ids[0]
+            if options.logprobs:  # the steps of the hypothesis kept (the first)
+                chosen = chosen_logprobs(_rows(result.logits[0]), tokens)
+                self.logprobs.append((list(tokens), chosen))
             self.finished.append(
                 len(tokens) >= 2 and tokens[-2] < tokenizer.timestamp_begin <= tokens[-1]
             )
@@ -135,3 +144,14 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
                 }
             )
         return encoder_output, output
+
+
+def _rows(steps: list[Any]) -> np.ndarray:
+    """A decode's per-step logits (CTranslate2 ``StorageView`` rows, on any device) as one
+    array, a row a step."""
+    import ctranslate2
+
+    if not steps or not list(steps[0].shape):
+        raise ValueError("the decode gave no logits: a beam search (beam_size > 1) gives none")
+    cpu = [s if s.device == "cpu" else s.to_device(ctranslate2.Device.cpu) for s in steps]
+    return np.stack([np.asarray(s, dtype=np.float32).reshape(-1) for s in cpu])

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,9 @@ from asrserve.engine.fallback import (
     temperatures,
 )
 from asrserve.engine.languages import LANGUAGE_NAMES
+from asrserve.engine.logprobs import byte_level, split_by_segment, text_tokens
 from asrserve.engine.memory import give_back
+from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
 
@@ -249,10 +251,14 @@ class FasterWhisperEngine(Engine):
         self._pipeline.previous = prompts
         outputs = self._pipeline.forward(features, tokenizer, metadata, decode)
         ends = zip(self._pipeline.finished, self._pipeline.truncated, strict=True)
-        return [
+        found = [
             WindowOutput([_raw_segment(s, decode.temperatures[0]) for s in out], done, limit)
             for out, (done, limit) in zip(outputs, ends, strict=True)
         ]
+        if not decode.logprobs:
+            return found
+        scored = zip(found, self._pipeline.logprobs, strict=True)
+        return [_with_logprobs(window, *decoded, tokenizer) for window, decoded in scored]
 
     def _prompt_length(self, tokens: list[int]) -> int:
         limit: int = self._model.max_length // 2 - 1
@@ -291,7 +297,14 @@ class FasterWhisperEngine(Engine):
         """faster-whisper's sequential ``transcribe`` with its own defaults (each window
         conditioned on the text before it, the first timestamp within 1 s), as users of
         other Whisper servers run it: the ``none`` baseline. Only the beam, the fallback
-        temperatures, the task, language and prompt come from the request and settings."""
+        temperatures, the task, language and prompt come from the request and settings;
+        token log probabilities are not among what it gives (a 400 naming include[])."""
+        if options.logprobs:
+            raise InvalidRequest(
+                "include[]=logprobs needs a batching policy: the 'none' baseline decodes with"
+                " faster-whisper's own transcribe, which does not report them",
+                param="include[]",
+            )
         segments, info = self._model.transcribe(
             audio,
             language=options.language or ("en" if not self.multilingual else None),
@@ -348,15 +361,32 @@ class FasterWhisperEngine(Engine):
             language=language or "en",
         )
         decode = DecodeOptions(
-            beam_size=options.beam_size,
+            # logprobs: greedy, the search whose steps CTranslate2 reports (requests.py
+            # refuses a beam with them; a live session's options may not say so)
+            beam_size=1 if options.logprobs else options.beam_size,
             best_of=BEST_OF,
             temperatures=(temperature,),
             initial_prompt=options.prompt,
             suppress_tokens=tuple(get_suppressed_tokens(tokenizer, [-1])),
             multilingual=self.multilingual and options.language is None,
             word_timestamps=options.word_timestamps,
+            logprobs=options.logprobs,
         )
         return tokenizer, decode
+
+
+def _with_logprobs(
+    window: WindowOutput, tokens: list[int], logprobs: list[float], tokenizer: Any
+) -> WindowOutput:
+    """The window's segments, each with its text tokens' log probabilities (``tokens``: the
+    window's decode, ``logprobs``: each one's)."""
+    token_bytes = byte_level(tokenizer.tokenizer.id_to_token)
+    shares = split_by_segment(tokens, logprobs, [s.tokens for s in window.segments])
+    segments = [
+        replace(s, logprobs=text_tokens(s.tokens, share, tokenizer.eot, token_bytes))
+        for s, share in zip(window.segments, shares, strict=True)
+    ]
+    return WindowOutput(segments, window.finished, window.truncated)
 
 
 def _raw_segment(seg: dict[str, Any], temperature: float) -> RawSegment:

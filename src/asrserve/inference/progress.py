@@ -57,7 +57,14 @@ class WindowProgress:
                 break
             placed = self._timeline.place(future.result())
             self._segments += [
-                PartialSegment(id=s.id, start=s.start, end=s.end, text=s.text) for s in placed
+                PartialSegment(
+                    id=s.id,
+                    start=s.start,
+                    end=s.end,
+                    text=s.text,
+                    logprobs=None if s.logprobs is None else tuple(s.logprobs),
+                )
+                for s in placed
             ]
             self._audio_done += self._durations[self._done]
             self._done += 1

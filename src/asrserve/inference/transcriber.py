@@ -12,7 +12,7 @@ from typing import Protocol, TypeVar
 
 from asrserve.audio.chunk import Timeline, assemble
 from asrserve.audio.decode import decode
-from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio
+from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio, vad_config
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
 from asrserve.backends.backend import Backend
@@ -81,8 +81,10 @@ class Transcriber:
                     decode_audio,
                     audio,
                     max_seconds=settings.max_audio_seconds,
-                    vad=settings.vad_filter,
+                    # a chunking_strategy object asks for the VAD even where it is off
+                    vad=settings.vad_filter or job.options.chunking is not None,
                     folder=settings.spool_dir,
+                    config=vad_config(job.options.chunking),
                 ),
             )
         try:
@@ -101,7 +103,9 @@ class Transcriber:
     ) -> Transcript:
         """Detect the language first where the model must (a multilingual model, no
         language given: once per job, from its first window), then run every window in it."""
-        options, features = job.options, self._features(job.options.model)
+        # the split is done: windows of jobs split differently may share a batch
+        options = job.options.model_copy(update={"chunking": None})
+        features = self._features(options.model)
         detected: tuple[str, float] | None = None
         if options.task is Task.DETECT or (features.multilingual and options.language is None):
             detected = await self._detect(job, decoded, pool)

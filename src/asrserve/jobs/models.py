@@ -10,7 +10,7 @@ from enum import IntEnum, StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from asrserve.errors import STATUS_OF_KIND, AsrError
-from asrserve.transcript import Transcript
+from asrserve.transcript import TokenLogprob, Transcript
 
 
 class JobStatus(StrEnum):
@@ -45,6 +45,18 @@ class Task(StrEnum):
     DETECT = "detect"  # the spoken language only: no segments
 
 
+class Chunking(BaseModel):
+    """How a file is split into speech (OpenAI's ``chunking_strategy`` of type
+    ``server_vad``), for the VAD that finds it: the speech threshold, the pause that ends a
+    region, and the audio kept each side of a region. The defaults are the ``auto`` split."""
+
+    model_config = ConfigDict(frozen=True)
+
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    silence_duration_ms: int = Field(160, ge=0, le=10_000)
+    prefix_padding_ms: int = Field(400, ge=0, le=5_000)
+
+
 class TranscriptionOptions(BaseModel):
     """Decoding options that travel with a job; those that differ cannot share a batch."""
 
@@ -57,6 +69,10 @@ class TranscriptionOptions(BaseModel):
     word_timestamps: bool = False
     beam_size: int = Field(5, ge=1, le=20)
     task: Task = Task.TRANSCRIBE
+    # Each text token's log probability in the segments (OpenAI's include[]=logprobs):
+    # a greedy or sampled decode, whose per-step distributions CTranslate2 reports.
+    logprobs: bool = False
+    chunking: Chunking | None = None  # None: the server's own split ("auto")
 
 
 class JobError(BaseModel):
@@ -83,6 +99,7 @@ class PartialSegment(BaseModel):
     start: float
     end: float
     text: str
+    logprobs: tuple[TokenLogprob, ...] | None = None  # its text tokens' (options.logprobs)
 
 
 class Progress(BaseModel):
