@@ -25,6 +25,8 @@ from openai.types.realtime import (
     RealtimeTranscriptionSessionCreateRequestParam as TranscriptionSession,
 )
 from openai.types.websocket_connection_options import WebSocketConnectionOptions
+from websockets.sync.client import connect as ws_connect
+from websockets.typing import Subprotocol
 
 from asrserve.audio.decode import decode
 from asrserve.bench.live import pcm16
@@ -219,3 +221,20 @@ def test_a_live_session_translates_on_a_multilingual_model(
     assert wer(spanish, [heard["transcribe"]]) < wer(english, [heard["transcribe"]]), heard
     assert wer(english, [heard["translate"]]) < wer(spanish, [heard["translate"]]), heard
     assert wer(english, [heard["translate"]]) <= 0.5, heard
+
+
+def test_the_first_event_is_in_the_shape_the_client_asks_for(server: Server) -> None:
+    """OpenAI's beta clients ask for the beta shape with a subprotocol (in browsers) or the
+    ``OpenAI-Beta: realtime=v1`` header (tests/test_live.py); other clients are greeted in
+    the GA shape, and answered in the beta one once they speak it."""
+    url = server.url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+    beta = [Subprotocol("realtime"), Subprotocol("openai-beta.realtime-v1")]
+    with ws_connect(url, subprotocols=beta, open_timeout=10) as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "transcription_session.created"
+    with ws_connect(url, open_timeout=10) as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
+        update = {"input_audio_format": "g711_ulaw"}
+        ws.send(json.dumps({"type": "transcription_session.update", "session": update}))
+        updated = json.loads(ws.recv(timeout=10))
+        assert updated["type"] == "transcription_session.updated"
+        assert updated["session"]["input_audio_format"] == "g711_ulaw"

@@ -96,6 +96,10 @@ def test_a_ga_session_update_sets_what_it_names_and_shows_it_in_the_ga_shape() -
     assert shown["noise_reduction"] == {"type": "far_field"}  # as given, and not applied:
     assert view["ignored"] == ["audio.input.noise_reduction"]
     assert shown["transcription"]["task"] == "translate"
+    # 16 kHz PCM, ours (OpenAI's GA type names 24 kHz only), is shown as set
+    pcm16k = {"type": "audio/pcm", "rate": 16000}
+    at16k = ga.updated(config, ga_input(format=pcm16k), catalog())
+    assert ga.view("sess_1", at16k)["audio"]["input"]["format"] == pcm16k
     # a field left out keeps its value
     again = ga.updated(config, {"type": "transcription", "include": []}, catalog())
     assert again.options == config.options and not again.logprobs
