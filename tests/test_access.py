@@ -172,10 +172,10 @@ def test_tenants_see_only_their_own_work(
             ws.recv(timeout=10)
         assert ws.close_code == 1008
     with connect(live, additional_headers=auth(alice), open_timeout=10) as ws:
-        assert json.loads(ws.recv(timeout=10))["type"] == "transcription_session.created"
+        assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
     protocols = [Subprotocol("realtime"), Subprotocol(f"openai-insecure-api-key.{bob}")]
     with connect(live, subprotocols=protocols, open_timeout=10) as ws:
-        assert json.loads(ws.recv(timeout=10))["type"] == "transcription_session.created"
+        assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
         assert ws.subprotocol == "realtime"
 
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=alice, max_retries=0)

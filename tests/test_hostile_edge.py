@@ -173,7 +173,7 @@ def test_websockets_get_the_host_check_and_refuse_other_pages(open_server: Serve
     for origin in (f"http://127.0.0.1:{port}", None):
         with connect(url, origin=origin, open_timeout=10) as ws:  # type: ignore[arg-type]
             created = json.loads(ws.recv(timeout=30))
-        assert created["type"] == "transcription_session.created", created
+        assert created["type"] == "session.created", created
     assert httpx.get(f"{open_server.url}/healthz", timeout=30).status_code == 200
 
 

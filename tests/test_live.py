@@ -19,6 +19,7 @@ from asrserve.audio.decode import decode
 from asrserve.bench.corpus import Clip
 from asrserve.bench.live import pcm16
 from asrserve.bench.wer import wer
+from tests.support.realtime_types import beta_event
 from tests.support.servers import JFK, REAL_SPEECH, Server
 
 pytestmark = pytest.mark.slow
@@ -29,8 +30,10 @@ INTERIM_AFTER_MS = 2000
 
 
 def session(server: Server) -> ClientConnection:
+    """A session in OpenAI's beta shape, as its beta clients ask for it."""
     url = server.url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
-    return connect(url, open_timeout=10, close_timeout=5)
+    beta = {"OpenAI-Beta": "realtime=v1"}
+    return connect(url, additional_headers=beta, open_timeout=10, close_timeout=5)
 
 
 def append(audio: bytes) -> str:
@@ -75,7 +78,10 @@ def live_text(server: Server, samples: np.ndarray, rate: int, frame_ms: int) -> 
 
 
 def check_turns(events: list[Event]) -> list[str]:
-    """The completed transcripts, after checking each turn's events tell one story."""
+    """The completed transcripts, after checking each turn's events tell one story (and
+    each is the beta client's type of its kind)."""
+    for event in events:
+        beta_event(event)
     started = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.speech_started"]
     stopped = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.speech_stopped"]
     committed = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.committed"]

@@ -82,7 +82,7 @@ def test_live_audio_is_charged_as_it_arrives(tenants: Tenants) -> None:
     are charged (2 s at open, then 2 s ahead as audio arrives), and the key's next session
     is refused at open. Interim text used to be free: this went on for ever."""
     with session(tenants.server, tenants.metered) as ws:
-        assert first(ws)["type"] == "transcription_session.created"
+        assert first(ws)["type"] == "session.created"
         for _ in range(4):  # 8 s in all, within the 10 s a client may send ahead
             ws.send(append(2.0))
             ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
@@ -99,16 +99,16 @@ def test_one_key_holds_its_share_of_the_sessions(tenants: Tenants) -> None:
         session(tenants.server, tenants.alice) as two,
     ):
         for ws in (one, two):
-            assert first(ws)["type"] == "transcription_session.created"
+            assert first(ws)["type"] == "session.created"
         with session(tenants.server, tenants.alice) as three:
             assert refused(three) == ("too_many_sessions", 1013)
         with session(tenants.server, tenants.bob) as other:
-            assert first(other)["type"] == "transcription_session.created"
+            assert first(other)["type"] == "session.created"
 
 
 def test_a_silent_client_is_closed(tenants: Tenants) -> None:
     """A session that sends nothing for the idle timeout (8 s here) ends with
     ``session_idle_timeout``: it no longer holds a slot for ever."""
     with session(tenants.server, tenants.bob) as ws:
-        assert first(ws)["type"] == "transcription_session.created"
+        assert first(ws)["type"] == "session.created"
         assert refused(ws) == ("session_idle_timeout", 1008)

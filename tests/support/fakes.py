@@ -42,6 +42,7 @@ class FakeEngine(Engine):
         self.language = language
         self.batches: list[list[float]] = []  # chunk durations per batch
         self.contexts: list[str] = []  # each chunk's context text, in the order run
+        self.options: list[TranscriptionOptions] = []  # each batch's options, in the order run
         self.detections: list[int] = []  # windows per detect_language call
         self.wholes = 0
         self.gate = threading.Event()
@@ -85,6 +86,7 @@ class FakeEngine(Engine):
         self.gate.wait(10)
         self.batches.append([c.duration for c in chunks])
         self.contexts.extend(c.context for c in chunks)
+        self.options.append(options)
         if self.fail_on is not None and any(abs(c.duration - self.fail_on) < 0.01 for c in chunks):
             raise RuntimeError("poison chunk")
         return [[segment(c)] for c in chunks]

@@ -115,7 +115,7 @@ def test_a_session_update_sets_what_it_names() -> None:
 @pytest.mark.parametrize(
     ("update", "param"),
     [
-        ({"input_audio_format": "g711_ulaw"}, "session.input_audio_format"),
+        ({"input_audio_format": "pcm8"}, "session.input_audio_format"),
         ({"turn_detection": {"type": "semantic_vad"}}, "session.turn_detection"),
         ({"turn_detection": {"threshold": 2}}, "session.turn_detection.threshold"),
         ({"input_audio_transcription": {"language": "de"}}, "language"),

@@ -5,6 +5,7 @@ and the limits that end a session."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -43,8 +44,9 @@ def run(
     body: Callable[[LiveSession, FakeEngine, Scheduler, Wall], Awaitable[None]],
     limits: LiveLimits = PATIENT,
     charge: Callable[[float], Awaitable[None]] | None = None,
+    engine: FakeEngine | None = None,
 ) -> tuple[FakeEngine, list[dict[str, Any]]]:
-    engine = FakeEngine()
+    engine = engine or FakeEngine()
     charged: list[float] = []
     events: list[dict[str, Any]] = []
 
@@ -114,6 +116,46 @@ def test_a_turn_is_decoded_on_the_text_of_the_turn_before_it() -> None:
     assert engine.contexts == ["", "1.5"]
     completed = [e["transcript"] for e in events if e["type"].endswith("transcription.completed")]
     assert completed == ["1.5", "2.5"]
+
+
+def test_the_sessions_prompt_reaches_every_decode_of_its_turns() -> None:
+    """A prompt set on the session (``input_audio_transcription.prompt``) goes with the
+    turn's interim decodes and its final one."""
+    prompted = TranscriptionOptions(prompt="Kubernetes, kubectl")
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        session.configure(dataclasses.replace(MANUAL, options=prompted))
+        wall.now = 10.0
+        await session.append(pcm(1.0))  # an interim decode
+        await session.drain()
+        await session.append(pcm(0.5))
+        await session.commit()  # the final one
+
+    engine, _ = run(body)
+    assert engine.batches == [[1.0], [1.5]]
+    assert [o.prompt for o in engine.options] == ["Kubernetes, kubectl"] * 2
+
+
+def test_a_turn_the_engine_fails_on_is_failed_and_the_session_goes_on() -> None:
+    """The engine raises on the first turn's window (1.5 s): that turn gets
+    ``...transcription.failed`` naming its item, the next one completes."""
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        wall.now = 10.0
+        await session.append(pcm(1.5))
+        await session.commit()
+        await session.append(pcm(2.5))
+        await session.commit()
+
+    poisoned = FakeEngine(fail_on=1.5)
+    _, events = run(body, LiveLimits(interim_s=100.0, final_deadline_s=60.0), engine=poisoned)
+    committed = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.committed"]
+    failed = [e for e in events if e["type"].endswith("transcription.failed")]
+    completed = [e for e in events if e["type"].endswith("transcription.completed")]
+    assert [e["item_id"] for e in failed + completed] == committed, events
+    assert failed[0]["error"]["code"] == "internal_error"
+    assert completed[0]["transcript"] == "2.5"
+    assert not [e for e in events if e["type"] == "error"]  # a turn's failure is not the session's
 
 
 def test_a_newer_interim_replaces_one_no_device_has_started() -> None:

@@ -1,11 +1,16 @@
 """``GET /v1/realtime?intent=transcription``: live transcription over a WebSocket, in the
-subset of OpenAI's realtime protocol a live-caption client needs (see docs/live.md).
+subset of OpenAI's realtime protocol a live-caption client needs (see docs/live.md), in its
+GA shape or its beta one.
 
-Client events: ``transcription_session.update``, ``input_audio_buffer.append`` (base64
-PCM16), ``input_audio_buffer.commit`` and ``input_audio_buffer.clear``. Every server event
-gets an ``event_id``. A client's mistake is an ``error`` event; what it cannot go on from
-(garbage, audio faster than real time, a buffer never committed, an exhausted quota) ends
-the session after the error, with close code 1008. The key goes in the ``Authorization``
+Client events: ``session.update`` (GA) or ``transcription_session.update`` (beta),
+``input_audio_buffer.append`` (base64 audio), ``input_audio_buffer.commit`` and
+``input_audio_buffer.clear``. The session's own events answer in the shape the client spoke:
+the first one, before it has, in the beta shape if it sent the header ``OpenAI-Beta:
+realtime=v1`` or the subprotocol ``openai-beta.realtime-v1`` (OpenAI's beta clients do), else
+in the GA shape, as OpenAI's API does. Every server event gets an ``event_id``. A client's
+mistake is an ``error`` event; what it cannot go on from (garbage, audio faster than real
+time, a buffer never committed, an exhausted quota) ends the session after the error, with
+close code 1008. The key goes in the ``Authorization``
 header or as the subprotocol ``openai-insecure-api-key.<key>``, as OpenAI's clients send it.
 """
 
@@ -18,6 +23,7 @@ import contextlib
 import itertools
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -27,6 +33,7 @@ from asrserve.auth import quota
 from asrserve.auth.principal import Principal
 from asrserve.errors import STATUS_OF_KIND, AsrError, ErrorKind
 from asrserve.live import config as live_config
+from asrserve.live import ga
 from asrserve.live.errors import LiveError, LiveUnavailable, error_event
 from asrserve.live.session import LiveSession
 
@@ -34,6 +41,7 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 KEY_PROTOCOL = "openai-insecure-api-key."
+BETA_PROTOCOL = "openai-beta.realtime-v1"
 POLICY_VIOLATION = 1008
 TRY_AGAIN_LATER = 1013
 # the client's own mistakes, which it can mend in the same session: the kinds below "not now"
@@ -48,12 +56,19 @@ class _Ended(Exception):
     """The session is over: the error that ended it has been sent."""
 
 
+@dataclass
+class _Client:
+    beta: bool  # speaks OpenAI's beta realtime protocol (else the GA one)
+
+
 @router.websocket("/v1/realtime")
 async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
     ctx: ApiContext = websocket.app.state.context
     offered = websocket.scope.get("subprotocols") or []
     await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
     ids = itertools.count(1)
+    beta = websocket.headers.get("openai-beta", "").strip().lower() == "realtime=v1"
+    client = _Client(beta=beta or BETA_PROTOCOL in offered)
     try:
         principal = await _principal(ctx, websocket, offered)
         if intent != "transcription":
@@ -68,8 +83,8 @@ async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
             await quota.charge(ctx.service.keys, principal, seconds)
 
         async with ctx.live.session(config, charge, _holder(websocket, principal)) as session:
-            await _send(websocket, ids, _created(session))
-            await _serve(ctx, websocket, session, ids)
+            await _send(websocket, ids, _session_event(session, client, "created"))
+            await _serve(ctx, websocket, session, client, ids)
     except _Ended:
         return
     except WebSocketDisconnect:
@@ -94,7 +109,11 @@ async def _principal(ctx: ApiContext, websocket: WebSocket, offered: list[str]) 
 
 
 async def _serve(
-    ctx: ApiContext, websocket: WebSocket, session: LiveSession, ids: itertools.count[int]
+    ctx: ApiContext,
+    websocket: WebSocket,
+    session: LiveSession,
+    client: _Client,
+    ids: itertools.count[int],
 ) -> None:
     """Read client events and act on them while another task sends the session's events;
     a fatal error is sent after every event before it, then the socket is closed."""
@@ -103,7 +122,7 @@ async def _serve(
     try:
         while True:
             try:
-                await _handle(ctx, session, await _receive(websocket, idle_s))
+                await _handle(ctx, session, client, await _receive(websocket, idle_s))
             except LiveError as exc:
                 session.events.put_nowait(error_event(exc))
                 if exc.fatal:
@@ -139,7 +158,7 @@ async def _receive(websocket: WebSocket, idle_s: float) -> Any:
         raise LiveError(message, code="session_idle_timeout", fatal=True) from None
 
 
-async def _handle(ctx: ApiContext, session: LiveSession, message: Any) -> None:
+async def _handle(ctx: ApiContext, session: LiveSession, client: _Client, message: Any) -> None:
     if message["type"] == "websocket.disconnect":
         raise WebSocketDisconnect(message.get("code", 1000))
     text = message.get("text")
@@ -158,12 +177,12 @@ async def _handle(ctx: ApiContext, session: LiveSession, message: Any) -> None:
         await session.commit()
     elif kind == "input_audio_buffer.clear":
         session.clear()
-    elif kind == "transcription_session.update":
+    elif kind in ("transcription_session.update", "session.update"):
         assert ctx.catalog is not None
-        new = live_config.updated(session.config, event.get("session"), ctx.catalog)
-        session.configure(new)
-        view = live_config.view(session.id, session.config)
-        session.events.put_nowait({"type": "transcription_session.updated", "session": view})
+        client.beta = kind == "transcription_session.update"
+        parse = live_config.updated if client.beta else ga.updated
+        session.configure(parse(session.config, event.get("session"), ctx.catalog))
+        session.events.put_nowait(_session_event(session, client, "updated"))
     else:
         shown = str(kind)[:64]
         raise LiveError(f"unknown client event type {shown!r}", code="unknown_event", param="type")
@@ -190,9 +209,12 @@ async def _send(websocket: WebSocket, ids: itertools.count[int], event: dict[str
     await websocket.send_text(json.dumps({"event_id": f"event_{next(ids)}", **event}))
 
 
-def _created(session: LiveSession) -> dict[str, Any]:
-    view = live_config.view(session.id, session.config)
-    return {"type": "transcription_session.created", "session": view}
+def _session_event(session: LiveSession, client: _Client, what: str) -> dict[str, Any]:
+    """``session.created``/``.updated`` (GA) or ``transcription_session.…`` (beta)."""
+    if client.beta:
+        view = live_config.view(session.id, session.config)
+        return {"type": f"transcription_session.{what}", "session": view}
+    return {"type": f"session.{what}", "session": ga.view(session.id, session.config)}
 
 
 def _recoverable(exc: AsrError) -> bool:

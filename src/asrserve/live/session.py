@@ -28,8 +28,9 @@ import numpy as np
 from asrserve.engine.base import SAMPLING_RATE, RawSegment
 from asrserve.errors import AsrError, DeadlineExceeded, InternalError
 from asrserve.jobs.models import TranscriptionOptions
+from asrserve.live import events
 from asrserve.live.agreement import Agreement
-from asrserve.live.audio import PcmInput
+from asrserve.live.audio import PCM16, PcmInput
 from asrserve.live.buffer import PcmBuffer
 from asrserve.live.decoder import LiveDecoder, text_of
 from asrserve.live.errors import LiveError, error_event
@@ -60,6 +61,10 @@ class SessionConfig:
     options: TranscriptionOptions
     turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
     input_rate: int = 24000
+    input_encoding: str = PCM16  # or G.711's "pcmu", "pcma" (at 8000 Hz)
+    # accepted and shown, not applied: {"type": "near_field" | "far_field", ...} or None
+    noise_reduction: dict[str, Any] | None = None
+    logprobs: bool = False  # include: ["item.input_audio_transcription.logprobs"]
 
 
 def _ms(samples: int) -> int:
@@ -102,11 +107,11 @@ class LiveSession:
 
     def configure(self, config: SessionConfig) -> None:
         self.config = config
-        self._input = PcmInput(config.input_rate)
+        self._input = PcmInput(config.input_rate, config.input_encoding)
         self._detector = TurnDetector(config.turn_detection) if config.turn_detection else None
 
     async def append(self, data: bytes) -> None:
-        seconds = len(data) / 2 / self._input.rate
+        seconds = self._input.seconds(len(data))
         if seconds > self._limits.max_append_s:
             raise LiveError(
                 f"an append holds at most {self._limits.max_append_s:g} s of audio",
@@ -279,15 +284,7 @@ class LiveSession:
             return  # a newer interim, or the final, will do
         delta = turn.agreement.delta(text_of(segments))
         if delta and self._turn is turn:
-            self.events.put_nowait(
-                {
-                    "type": "conversation.item.input_audio_transcription.delta",
-                    "item_id": turn.item,
-                    "content_index": 0,
-                    "delta": delta,
-                    "audio_end_ms": _ms(end),  # ours: the audio this text was decoded from
-                }
-            )
+            self.events.put_nowait(events.delta(turn.item, delta, _ms(end)))
 
     async def _decode_final(
         self, turn: _Turn, audio: np.ndarray, previous: asyncio.Task[None] | None
@@ -303,33 +300,13 @@ class LiveSession:
             future = await self._decoder.decode(
                 self.id, options, audio, self._limits.final_deadline_s, self._said, final=True
             )
-            text: str | None = text_of(await future)
-        except DeadlineExceeded:
-            text = None
-        if text is None:
-            error = {
-                "type": "server_error",
-                "code": "deadline_exceeded",
-                "message": "no device could run the turn in time",
-            }
-            self.events.put_nowait(
-                {
-                    "type": "conversation.item.input_audio_transcription.failed",
-                    "item_id": turn.item,
-                    "content_index": 0,
-                    "error": error,
-                }
-            )
+            text = text_of(await future)
+        except Exception as exc:  # this turn has no text; the session goes on
+            self.events.put_nowait(events.failed(turn.item, _turn_error(self.id, exc)))
             return
         self._said = (self._said + " " + text).strip()[-CONTEXT_CHARS:]
-        self.events.put_nowait(
-            {
-                "type": "conversation.item.input_audio_transcription.completed",
-                "item_id": turn.item,
-                "content_index": 0,
-                "transcript": text,
-            }
-        )
+        seconds = audio.shape[0] / SAMPLING_RATE
+        self.events.put_nowait(events.completed(turn.item, text, seconds))
 
     def _cancel_interim(self) -> None:
         """The scheduler drops a cancelled window no device has started (one running is let
@@ -355,6 +332,16 @@ class LiveSession:
             return
         log.error("live session %s: decode failed", self.id, exc_info=exc)
         self.events.put_nowait(error_event(InternalError("the decode failed")))
+
+
+def _turn_error(session: str, exc: Exception) -> AsrError:
+    """Why a turn's final decode failed, as the client is told it."""
+    if isinstance(exc, DeadlineExceeded):
+        return DeadlineExceeded("no device could run the turn in time")
+    if isinstance(exc, AsrError):
+        return exc
+    log.error("live session %s: a turn's decode failed", session, exc_info=exc)
+    return InternalError("the turn's decode failed")
 
 
 class _Turn:
