@@ -52,8 +52,12 @@ def check(server: Server, client: httpx.Client, user: str, admin: str) -> None:
     listed = client.get("/v1/models", headers=auth(user)).json()["data"]
     assert [(m["id"], m["keep_alive"], m["loaded"]) for m in listed] == [("tiny.en", -1, True)]
 
-    # keep_alive=0: released once the request's work is done
+    # a tenant's keep_alive may keep the model longer, never release it sooner than its
+    # default (forever here): another tenant's next request would pay the reload
     assert "country" in transcribe(client, user, keep_alive="0").raise_for_status().text
+    assert (card()["keep_alive"], card()["loaded"]) == (-1, True)
+    # an operator's keep_alive=0: released once the request's work is done
+    assert "country" in transcribe(client, admin, keep_alive="0").raise_for_status().text
     wait_until(lambda: card()["loaded"] is False, 60, lambda: f"an unload: {card()}")
     assert card()["keep_alive"] == 0
     refused = transcribe(client, user, keep_alive="later")
@@ -78,7 +82,7 @@ def check(server: Server, client: httpx.Client, user: str, admin: str) -> None:
     assert rss_bytes(server.proc.pid) < rss_loaded - weights / 3
 
     # its next request loads it again; a request without keep_alive sets the default back
-    assert "country" in transcribe(client, user, keep_alive="5m").raise_for_status().text
+    assert "country" in transcribe(client, admin, keep_alive="5m").raise_for_status().text
     assert (card()["loaded"], card()["keep_alive"]) == (True, 300)
     assert "country" in transcribe(client, user).raise_for_status().text
     assert card()["keep_alive"] == -1

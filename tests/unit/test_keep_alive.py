@@ -237,3 +237,30 @@ def test_an_operator_unloads_an_idle_model_and_loads_it_again() -> None:
         assert await asyncio.to_thread(a.unloaded.wait, 5)
 
     run(SchedulerConfig(), [device], body)
+
+
+@pytest.mark.parametrize(
+    ("default", "asked", "kept"),
+    [
+        (-1.0, 0.0, -1.0),
+        (-1.0, 600.0, -1.0),
+        (300.0, 0.0, 300.0),
+        (300.0, 60.0, 300.0),
+        (300.0, 600.0, 600.0),
+        (300.0, -1.0, -1.0),
+    ],
+)
+def test_a_tenants_keep_alive_never_releases_a_model_sooner_than_its_default(
+    default: float, asked: float, kept: float
+) -> None:
+    _, _, device = pair()
+
+    async def body(s: Scheduler, clock: ManualClock) -> None:
+        s.residency.begin("a")
+        s.residency.end("a", asked, tenant=True)
+        assert s.residency.keep_alive("a") == kept
+        s.residency.begin("a")
+        s.residency.end("a", asked)  # an operator's job: Ollama's rule, the latest wins
+        assert s.residency.keep_alive("a") == asked
+
+    run(SchedulerConfig(keep_alive={"a": default}), [device], body)

@@ -76,12 +76,17 @@ class Residency:
         """A job of ``model`` runs: the model stays loaded until it :meth:`end`\\ s."""
         self._users[self.model_id(model)] += 1
 
-    def end(self, model: str, keep_alive: float | None) -> None:
+    def end(self, model: str, keep_alive: float | None, *, tenant: bool = False) -> None:
         """A job of ``model`` ended; the model's keep_alive is now ``keep_alive`` (None:
-        its default), counted from now."""
+        its default), counted from now. A ``tenant``'s job (not an operator's) may keep the
+        model longer than its default, never shorter: one tenant's ``0`` would make every
+        other tenant's next request pay the reload."""
         model = self.model_id(model)
         self._users[model] -= 1
-        self._keep[model] = self.default(model) if keep_alive is None else keep_alive
+        default = self.default(model)
+        if keep_alive is None or (tenant and not _longer(keep_alive, default)):
+            keep_alive = default
+        self._keep[model] = keep_alive
         self._released[model] = self.clock.now()
         self.changed.set()
 
@@ -151,3 +156,10 @@ class Residency:
             if engine.loaded:
                 await loop.run_in_executor(device.executor, engine.unload)
         log.info("model %s unloaded on every device: asked for", model)
+
+
+def _longer(keep_alive: float, than: float) -> bool:
+    """Whether ``keep_alive`` keeps a model at least as long as ``than`` (-1: forever)."""
+    if than < 0:
+        return keep_alive < 0
+    return keep_alive < 0 or keep_alive >= than
