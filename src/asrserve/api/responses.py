@@ -7,11 +7,14 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from asrserve.errors import Conflict, StoredError
 from asrserve.formats import ResponseFormat, render
 from asrserve.jobs.models import Job, JobStatus
+from asrserve.subtitles import CueLimits
 from asrserve.transcript import Transcript
 
 
-def transcript_response(job: Job, fmt: ResponseFormat, *, words: bool) -> Response:
-    body = render(finished_transcript(job), fmt, words=words)
+def transcript_response(
+    job: Job, fmt: ResponseFormat, *, words: bool, cues: CueLimits | None = None
+) -> Response:
+    body = render(finished_transcript(job), fmt, words=words, cues=cues)
     if isinstance(body, dict):
         return JSONResponse(body)
     return PlainTextResponse(body, media_type=fmt.media_type)
