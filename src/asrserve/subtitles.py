@@ -8,10 +8,10 @@ not fit, the cue ends after the last sentence end (``.?!``) in it, else at its l
 between words (of at least :data:`MIN_PAUSE_S`), else after its last comma, else full. A pause
 of :data:`FORCED_PAUSE_S` or more always ends a cue, so that no text shows long before it is
 said. A single word longer than a line is a line of its own (a word is never split), and one
-lasting longer than ``max_cue_seconds`` is shown for that long. Segments without words (a job
-transcribed without word timestamps) are split into words at whitespace, each timed by its
-share of the segment's characters. Cue starts never go back, a cue ends before the next
-starts, and all end within the audio.
+lasting longer than ``max_cue_seconds`` is shown for ``max_cue_seconds``. Segments without
+words (a job transcribed without word timestamps) are split into words at whitespace, each
+timed by its share of the segment's characters. Cue starts never go back, a cue ends before
+the next starts, and all end within the audio.
 """
 
 from __future__ import annotations

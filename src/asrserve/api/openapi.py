@@ -4,10 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from asrserve.subtitles import LIMITS
+
 AUDIO = {
     "type": "string",
     "format": "binary",
     "description": "Audio in any container FFmpeg reads (flac, mp3, m4a, ogg, wav, webm, ...).",
+}
+
+
+SHAPING: dict[str, Any] = {
+    **{
+        name: {
+            "type": "integer" if name != "max_cue_seconds" else "number",
+            "minimum": low,
+            "maximum": high,
+            "description": "srt and vtt only: a subtitle limit (README, Subtitles).",
+        }
+        for name, (low, high) in LIMITS.items()
+    },
+    "highlight_words": {"type": "boolean", "description": "srt and vtt only: karaoke cues."},
 }
 
 
@@ -33,7 +49,9 @@ def transcription_form(*, sync: bool) -> dict[str, Any]:
             "has started it within this many seconds.",
         },
     }
-    if not sync:
+    if sync:
+        properties |= SHAPING
+    else:
         properties["callback_url"] = {
             "type": "string",
             "format": "uri",
