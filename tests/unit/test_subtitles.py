@@ -3,14 +3,20 @@ without the model."""
 
 from __future__ import annotations
 
+import io
+import json
 import re
 
 import pytest
 
+from asrserve.batch_api.models import ENDPOINT, BatchItem
+from asrserve.batch_api.output import split_lines
+from asrserve.batch_api.requests import InvalidInput, parse_input
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat, WhisperOutput, render, render_whisper, to_srt, to_vtt
+from asrserve.jobs.models import Job, JobStatus
 from asrserve.requests import parse_cue_limits, parse_request
 from asrserve.subtitles import Cue, CueLimits, cues, timed_texts
 from asrserve.transcript import Segment, Transcript, Word
@@ -230,3 +236,28 @@ def test_an_async_job_is_shaped_when_its_transcript_is_fetched() -> None:
     with pytest.raises(InvalidRequest, match="when the transcript is fetched") as caught:
         parse_request(fields(response_format="vtt", max_line_count="1"), MODEL, shaping=False)
     assert caught.value.param == "max_line_count"
+
+
+def test_a_batch_line_carries_its_limits_to_its_output_line() -> None:
+    body = {"file": "file-1", "response_format": "srt", "max_words_per_cue": 3}
+    entry = {"custom_id": "a", "method": "POST", "url": ENDPOINT, "body": body}
+    (request,) = parse_input(io.BytesIO(json.dumps(entry).encode()), MODEL, 10, 1024)
+    assert request.request.cues == CueLimits(max_words_per_cue=3)
+    with pytest.raises(InvalidInput) as caught:
+        bad = {**entry, "body": {**body, "response_format": "json"}}
+        parse_input(io.BytesIO(json.dumps(bad).encode()), MODEL, 10, 1024)
+    assert caught.value.errors[0].param == "body.max_words_per_cue"
+    item = BatchItem(
+        batch_id="batch_x1",
+        line=1,
+        custom_id="a",
+        job_id="job_x1_1",
+        response_format=ResponseFormat.SRT,
+        cues=request.request.cues,
+    )
+    stored = BatchItem.model_validate_json(item.model_dump_json())
+    result = spoken("one two three four five")
+    job = Job(id="job_x1_1", status=JobStatus.SUCCEEDED, batch_id="batch_x1", result=result)
+    (output,), _ = split_lines([stored], {"job_x1_1": job}, "batch_expired")
+    cues_written = parse_srt(json.loads(output)["response"]["body"])
+    assert [c.text for c in cues_written] == ["one two three", "four five"]
