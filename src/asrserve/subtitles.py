@@ -94,48 +94,29 @@ def wrap(words: Sequence[TimedWord], width: int) -> list[list[TimedWord]]:
     """Words into lines of at most ``width`` characters, broken only between words; a word
     longer than a line is a line of its own."""
     lines: list[list[TimedWord]] = []
+    size = 0
     for word in words:
-        if lines and len(_line_text([*lines[-1], word])) <= width:
+        if lines and size + len(word.shown) <= width:
             lines[-1].append(word)
+            size += len(word.shown)
         else:
             lines.append([word])
+            size = len(word.shown.lstrip())
     return lines
 
 
 def balance(words: Sequence[TimedWord], width: int) -> list[list[TimedWord]]:
-    """Words into as few lines as :func:`wrap` makes, as even as they can be: the longest
-    line as short as it can be (a line of several words within ``width``)."""
+    """Words into as few lines as :func:`wrap` makes, as even as they can be: wrapped at the
+    narrowest width that needs no more lines (the longest line as short as it can be)."""
     count = len(wrap(words, width))
-    if count <= 1:
-        return [list(words)]
-    ends = [0]
-    for word in words:
-        ends.append(ends[-1] + len(word.shown))
-
-    def length(first: int, stop: int) -> int:  # of the line words[first:stop]
-        return ends[stop] - ends[first] - (1 if words[first].shown.startswith(" ") else 0)
-
-    n = len(words)
-    inf = float("inf")
-    best = [[inf] * (n + 1) for _ in range(count + 1)]  # best[m][j]: words[:j] in m lines
-    cut = [[0] * (n + 1) for _ in range(count + 1)]
-    best[0][0] = 0
-    for m in range(1, count + 1):
-        for stop in range(1, n + 1):
-            for first in range(m - 1, stop):
-                size = length(first, stop)
-                if stop - first > 1 and size > width:
-                    continue
-                score = max(best[m - 1][first], size)
-                if score < best[m][stop]:
-                    best[m][stop], cut[m][stop] = score, first
-    lines: list[list[TimedWord]] = []
-    stop = n
-    for m in range(count, 0, -1):
-        first = cut[m][stop]
-        lines.insert(0, list(words[first:stop]))
-        stop = first
-    return lines
+    low, high = 1, width
+    while low < high:
+        middle = (low + high) // 2
+        if len(wrap(words, middle)) <= count:
+            high = middle
+        else:
+            low = middle + 1
+    return wrap(words, low)
 
 
 def timed_words(transcript: Transcript) -> list[TimedWord]:
@@ -175,22 +156,25 @@ def cues(transcript: Transcript, limits: CueLimits) -> list[Cue]:
 
 
 def _fill(words: Sequence[TimedWord], first: int, limits: CueLimits) -> int:
-    """The last word of the longest cue from ``first`` within the limits (at least one word)."""
+    """The last word of the longest cue from ``first`` within the limits (at least one word).
+    Its lines are wrapped as :func:`wrap` does, a word at a time."""
+    width, most = limits.max_line_width, limits.max_words_per_cue
+    lines, line = 1, len(words[first].shown.lstrip())
     last = first
     while last + 1 < len(words) and not _forced(words, last):
-        candidate = words[first : last + 2]
-        if not _fits(candidate, limits):
+        word = words[last + 1]
+        if most is not None and last + 2 - first > most:
+            break
+        if word.end - words[first].start > limits.max_cue_seconds:
+            break
+        if line + len(word.shown) <= width:
+            line += len(word.shown)
+        else:
+            lines, line = lines + 1, len(word.shown.lstrip())
+        if lines > limits.max_line_count:
             break
         last += 1
     return last
-
-
-def _fits(words: Sequence[TimedWord], limits: CueLimits) -> bool:
-    if limits.max_words_per_cue is not None and len(words) > limits.max_words_per_cue:
-        return False
-    if words[-1].end - words[0].start > limits.max_cue_seconds:
-        return False
-    return len(wrap(words, limits.max_line_width)) <= limits.max_line_count
 
 
 def _gap(words: Sequence[TimedWord], index: int) -> float:
