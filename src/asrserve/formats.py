@@ -6,7 +6,10 @@ import json
 from enum import StrEnum
 from typing import Any
 
+from asrserve.subtitles import CueLimits, timed_texts
 from asrserve.transcript import Transcript
+
+SUBTITLES = CueLimits()  # the cues' shape when a request gives no limits
 
 
 class ResponseFormat(StrEnum):
@@ -36,21 +39,21 @@ def timestamp(seconds: float, *, decimal: str) -> str:
     return f"{hours:02d}:{minutes:02d}:{secs:02d}{decimal}{millis:03d}"
 
 
-def to_srt(transcript: Transcript) -> str:
+def to_srt(transcript: Transcript, limits: CueLimits = SUBTITLES) -> str:
+    """Numbered cues cut to ``limits`` (see :mod:`asrserve.subtitles`)."""
     blocks = []
-    for index, segment in enumerate(transcript.segments, start=1):
-        start = timestamp(segment.start, decimal=",")
-        end = timestamp(segment.end, decimal=",")
-        blocks.append(f"{index}\n{start} --> {end}\n{segment.text.strip()}\n")
+    for index, (start, end, text) in enumerate(timed_texts(transcript, limits), start=1):
+        span = f"{timestamp(start, decimal=',')} --> {timestamp(end, decimal=',')}"
+        blocks.append(f"{index}\n{span}\n{text}\n")
     return "\n".join(blocks)
 
 
-def to_vtt(transcript: Transcript) -> str:
+def to_vtt(transcript: Transcript, limits: CueLimits = SUBTITLES) -> str:
+    """WebVTT cues cut to ``limits`` (see :mod:`asrserve.subtitles`)."""
     blocks = ["WEBVTT\n"]
-    for segment in transcript.segments:
-        start = timestamp(segment.start, decimal=".")
-        end = timestamp(segment.end, decimal=".")
-        blocks.append(f"{start} --> {end}\n{segment.text.strip()}\n")
+    for start, end, text in timed_texts(transcript, limits):
+        span = f"{timestamp(start, decimal='.')} --> {timestamp(end, decimal='.')}"
+        blocks.append(f"{span}\n{text}\n")
     return "\n".join(blocks)
 
 
@@ -73,17 +76,22 @@ def to_verbose(transcript: Transcript, *, words: bool) -> dict[str, Any]:
 
 
 def render(
-    transcript: Transcript, fmt: ResponseFormat, *, words: bool = False
+    transcript: Transcript,
+    fmt: ResponseFormat,
+    *,
+    words: bool = False,
+    cues: CueLimits | None = None,
 ) -> str | dict[str, Any]:
-    """A JSON-able dict for the JSON formats, text otherwise."""
+    """A JSON-able dict for the JSON formats, text otherwise; subtitles cut to ``cues``
+    (None: the defaults)."""
     if fmt is ResponseFormat.JSON:
         return {"text": transcript.text}
     if fmt is ResponseFormat.VERBOSE_JSON:
         return to_verbose(transcript, words=words)
     if fmt is ResponseFormat.SRT:
-        return to_srt(transcript)
+        return to_srt(transcript, cues or SUBTITLES)
     if fmt is ResponseFormat.VTT:
-        return to_vtt(transcript)
+        return to_vtt(transcript, cues or SUBTITLES)
     return transcript.text + "\n"
 
 
@@ -102,13 +110,14 @@ def to_lines(transcript: Transcript) -> str:
     return "".join(f"{segment.text.strip()}\n" for segment in transcript.segments)
 
 
-def to_tsv(transcript: Transcript) -> str:
+def to_tsv(transcript: Transcript, limits: CueLimits = SUBTITLES) -> str:
     """Whisper's tsv: a header, then start and end in integer milliseconds (no decimal
-    separator a locale could change) and the text, a segment a line."""
+    separator a locale could change) and the text, a cue a line (cut to ``limits``, its
+    lines joined by a space)."""
     lines = ["start\tend\ttext\n"]
-    for segment in transcript.segments:
-        text = segment.text.strip().replace("\t", " ")
-        lines.append(f"{round(segment.start * 1000)}\t{round(segment.end * 1000)}\t{text}\n")
+    for start, end, cue in timed_texts(transcript, limits):
+        text = " ".join(cue.replace("\t", " ").split("\n"))
+        lines.append(f"{round(start * 1000)}\t{round(end * 1000)}\t{text}\n")
     return "".join(lines)
 
 
@@ -122,13 +131,16 @@ def to_whisper_json(transcript: Transcript) -> dict[str, Any]:
     }
 
 
-def render_whisper(transcript: Transcript, output: WhisperOutput) -> str:
+def render_whisper(
+    transcript: Transcript, output: WhisperOutput, cues: CueLimits | None = None
+) -> str:
+    """``output``'s file; vtt, srt and tsv cut to ``cues`` (None: the defaults)."""
     if output is WhisperOutput.JSON:
         return json.dumps(to_whisper_json(transcript), ensure_ascii=False)
     if output is WhisperOutput.VTT:
-        return to_vtt(transcript)
+        return to_vtt(transcript, cues or SUBTITLES)
     if output is WhisperOutput.SRT:
-        return to_srt(transcript)
+        return to_srt(transcript, cues or SUBTITLES)
     if output is WhisperOutput.TSV:
-        return to_tsv(transcript)
+        return to_tsv(transcript, cues or SUBTITLES)
     return to_lines(transcript)

@@ -14,6 +14,7 @@ from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Task, TranscriptionOptions
 from asrserve.settings.keep_alive import parse_keep_alive
+from asrserve.subtitles import LIMITS, CueLimits
 
 GRANULARITIES = {"word", "segment"}
 MAX_PROMPT_CHARS = 1000
@@ -32,6 +33,7 @@ class TranscriptionRequest:
     callback_url: str | None = None
     stream: bool = False  # answer server-sent events as the text becomes final
     keep_alive: float | None = None  # the model's keep_alive after this work (None: default)
+    cues: CueLimits | None = None  # how subtitles are cut (srt and vtt only)
 
 
 Fields = Mapping[str, Sequence[str]]
@@ -47,9 +49,16 @@ class _Fields:
 
 
 def parse_request(
-    fields: Fields, catalog: Catalog, *, callback: bool = False, task: Task = Task.TRANSCRIBE
+    fields: Fields,
+    catalog: Catalog,
+    *,
+    callback: bool = False,
+    task: Task = Task.TRANSCRIBE,
+    shaping: bool = True,
 ) -> TranscriptionRequest:
-    """Validate transcription options given as fields (each name → its values, as text)."""
+    """Validate transcription options given as fields (each name → its values, as text).
+    ``shaping``: the request may shape subtitle cues (false for an async job, whose cues are
+    shaped when its transcript is fetched)."""
     for name, values in fields.items():
         if any(_surrogate(value) for value in values):
             raise InvalidRequest(
@@ -65,6 +74,9 @@ def parse_request(
     logprobs = _logprobs(fields, fmt)
     granularities = _granularities(given)
     words = "word" in granularities
+    subtitles = fmt in (ResponseFormat.SRT, ResponseFormat.VTT)
+    needs = "response_format srt or vtt" if shaping else _AT_FETCH
+    cues = parse_cue_limits(fields, subtitles and shaping, needs=needs)
     if words and fmt is not ResponseFormat.VERBOSE_JSON:
         raise InvalidRequest(
             "timestamp_granularities requires response_format=verbose_json",
@@ -76,7 +88,7 @@ def parse_request(
         language=_language(given.get("language"), model),
         prompt=_prompt(given.get("prompt")),
         temperature=_number(given.get("temperature"), "temperature", 0.0, 1.0, 0.0),
-        word_timestamps=words,
+        word_timestamps=words or subtitles,  # cues are cut at words' times
         beam_size=_beam_size(given.get("beam_size"), model, logprobs=logprobs),
         logprobs=logprobs,
         chunking=openai_params.chunking(fields),
@@ -92,7 +104,50 @@ def parse_request(
         callback_url=callback_url,
         stream=_flag(given.get("stream"), "stream"),
         keep_alive=keep_alive_field(given.get("keep_alive")),
+        cues=cues,
     )
+
+
+SHAPING = (*LIMITS, "highlight_words")
+"""The fields that shape subtitle cues (see :class:`asrserve.subtitles.CueLimits`)."""
+_AT_FETCH = "to be given when the transcript is fetched (GET /v1/jobs/{id}/transcript?format=srt)"
+
+
+def parse_cue_limits(
+    fields: Fields, subtitles: bool, *, needs: str, highlight: bool = True
+) -> CueLimits | None:
+    """The cue-shaping fields (each name → its values, as text) as :class:`CueLimits`, the
+    defaults for those not given; None when the answer is not subtitles (``subtitles``
+    false), where any shaping field is :class:`InvalidRequest` naming it (it would change
+    nothing), as is ``highlight_words`` where there is no highlighting (``highlight``)."""
+    given = _Fields(fields)
+    present = [name for name in SHAPING if given.get(name)]
+    if not subtitles:
+        if present:
+            message = f"{present[0]} shapes subtitle cues: it needs {needs}"
+            raise InvalidRequest(message, param=present[0])
+        return None
+    if not highlight and _flag(given.get("highlight_words"), "highlight_words"):
+        raise InvalidRequest(f"highlight_words needs {needs}", param="highlight_words")
+    defaults = CueLimits()
+    words = given.get("max_words_per_cue")
+    return CueLimits(
+        max_line_width=_limit(given, "max_line_width", defaults.max_line_width),
+        max_line_count=_limit(given, "max_line_count", defaults.max_line_count),
+        max_words_per_cue=_limit(given, "max_words_per_cue", 0) if words else None,
+        max_cue_seconds=_number(
+            given.get("max_cue_seconds"),
+            "max_cue_seconds",
+            *LIMITS["max_cue_seconds"],
+            defaults.max_cue_seconds,
+        ),
+        highlight_words=_flag(given.get("highlight_words"), "highlight_words"),
+    )
+
+
+def _limit(given: _Fields, name: str, default: int) -> int:
+    low, high = LIMITS[name]
+    return _integer(given.get(name), name, int(low), int(high), default)
 
 
 def parse_callback(value: str | None, param: str = "callback_url") -> str | None:

@@ -13,7 +13,8 @@ TOLERANCE_S = 0.05
 class Cue:
     start: float
     end: float
-    text: str
+    text: str  # the lines joined by a space
+    lines: tuple[str, ...] = ()
 
 
 SRT_TIME = re.compile(r"^(\d{2}):(\d{2}):(\d{2}),(\d{3}) --> (\d{2}):(\d{2}):(\d{2}),(\d{3})$")
@@ -42,7 +43,7 @@ def parse_srt(text: str) -> list[Cue]:
         assert len(block) >= 3, f"short SRT block {block!r}"
         assert block[0].strip() == str(number), f"SRT index {block[0]!r}, expected {number}"
         start, end = _timing(block[1], SRT_TIME)
-        cues.append(Cue(start, end, " ".join(block[2:]).strip()))
+        cues.append(Cue(start, end, " ".join(block[2:]).strip(), tuple(block[2:])))
     return cues
 
 
@@ -54,7 +55,7 @@ def parse_vtt(text: str) -> list[Cue]:
         lines = block[1:] if "-->" not in block[0] else block  # optional cue identifier
         assert len(lines) >= 2, f"short VTT block {block!r}"
         start, end = _timing(lines[0], VTT_TIME)
-        cues.append(Cue(start, end, " ".join(lines[1:]).strip()))
+        cues.append(Cue(start, end, " ".join(lines[1:]).strip(), tuple(lines[1:])))
     return cues
 
 

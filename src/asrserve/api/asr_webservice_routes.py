@@ -29,6 +29,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from asrserve.api.access import caller
 from asrserve.api.audio_routes import ready_model, run_interactive
+from asrserve.api.cue_params import cue_fields
 from asrserve.api.deps import ApiContext
 from asrserve.api.openapi import audio_file_form
 from asrserve.api.responses import finished_transcript
@@ -39,7 +40,7 @@ from asrserve.engine.languages import language_name
 from asrserve.errors import AsrError, InvalidRequest
 from asrserve.formats import WhisperOutput, render_whisper
 from asrserve.jobs.models import Job, Task
-from asrserve.requests import Fields, parse_request
+from asrserve.requests import Fields, parse_cue_limits, parse_request
 
 router = APIRouter(tags=["whisper-asr-webservice"])
 Ctx = Annotated[ApiContext, Depends(ready_model)]
@@ -54,6 +55,7 @@ Model = Annotated[
 FILE_FIELD = "audio_file"
 PARAMS = {"file": FILE_FIELD, "prompt": "initial_prompt"}  # the core's names → this route's
 ENGINE = {"Asr-Engine": "faster_whisper"}
+CUES = (WhisperOutput.SRT, WhisperOutput.VTT, WhisperOutput.TSV)  # outputs cut into cues
 
 
 @router.post("/asr", openapi_extra=audio_file_form())
@@ -61,6 +63,7 @@ async def asr(
     request: Request,
     ctx: Ctx,
     principal: Caller,
+    shaping: Annotated[Fields, Depends(cue_fields)],
     encode: Encode = True,
     task: Literal["transcribe", "translate"] = "transcribe",
     language: str | None = None,
@@ -72,14 +75,19 @@ async def asr(
     output: WhisperOutput = WhisperOutput.TXT,
     model: Model = None,
 ) -> Response:
-    """Transcribe (or translate into English) ``audio_file``; the transcript as a file."""
+    """Transcribe (or translate into English) ``audio_file``; the transcript as a file
+    (srt, vtt and tsv cut into cues from word timestamps, as the shaping parameters say)."""
+    highlight = output in (WhisperOutput.SRT, WhisperOutput.VTT)
+    cues = parse_cue_limits(
+        shaping, output in CUES, needs="output srt, vtt or tsv", highlight=highlight
+    )
     needs_languages = task == "translate" or (language or "en").lower() != "en"
     model = model or _peer_model(ctx, multilingual=needs_languages)
     fields = _fields(model=model, language=language, prompt=initial_prompt)
-    if word_timestamps:  # the core asks for the verbose format with word timestamps
+    if word_timestamps or cues:  # the core asks for the verbose format with word timestamps
         fields |= {"response_format": ["verbose_json"], "timestamp_granularities[]": ["word"]}
     job = await _run(request, ctx, principal, fields, Task(task), encode=encode)
-    body = render_whisper(finished_transcript(job, FILE_FIELD), output)
+    body = render_whisper(finished_transcript(job, FILE_FIELD), output, cues)
     name = quote(job.filename or "audio")
     disposition = f'attachment; filename="{name}.{output.value}"'
     return PlainTextResponse(body, headers={**ENGINE, "Content-Disposition": disposition})

@@ -36,12 +36,14 @@ async def receive_transcription(
     *,
     callback: bool = False,
     task: Task = Task.TRANSCRIBE,
+    shaping: bool = True,
 ) -> tuple[str, Upload, TranscriptionRequest]:
     """Stream the upload to disk and validate the form; nothing is kept if either fails."""
     assert ctx.catalog is not None
     job_id, dest = ctx.service.new_upload_path()
     upload = await receive_upload(request, dest, max_bytes, ctx.uploads)
-    return job_id, upload, parse_form(upload, ctx.catalog, callback=callback, task=task)
+    parsed = parse_form(upload, ctx.catalog, callback=callback, task=task, shaping=shaping)
+    return job_id, upload, parsed
 
 
 async def run_interactive(
@@ -117,7 +119,7 @@ async def _answer(request: Request, ctx: ApiContext, principal: Principal, task:
     if parsed.stream:
         return await stream_interactive(ctx, job_id, upload, parsed, principal)
     done = await run_interactive(request, ctx, job_id, upload, parsed, principal)
-    return transcript_response(done, parsed.response_format, words=parsed.words)
+    return transcript_response(done, parsed.response_format, words=parsed.words, cues=parsed.cues)
 
 
 @router.post("/audio/transcriptions", openapi_extra=transcription_form(sync=True))

@@ -10,12 +10,17 @@ from asrserve.requests import TranscriptionRequest, parse_request
 
 
 def parse_form(
-    upload: Upload, catalog: Catalog, *, callback: bool = False, task: Task = Task.TRANSCRIBE
+    upload: Upload,
+    catalog: Catalog,
+    *,
+    callback: bool = False,
+    task: Task = Task.TRANSCRIBE,
+    shaping: bool = True,
 ) -> TranscriptionRequest:
     """The form's fields as a transcription request (see :func:`asrserve.requests.parse_request`);
     if they are not one, the uploaded file is not kept."""
     try:
-        return parse_request(upload.fields, catalog, callback=callback, task=task)
+        return parse_request(upload.fields, catalog, callback=callback, task=task, shaping=shaping)
     except AsrError:
         upload.remove()
         raise

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 
 from asrserve.api.access import caller
 from asrserve.api.audio_routes import ready_model, receive_transcription
+from asrserve.api.cue_params import cue_fields
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
@@ -19,6 +20,7 @@ from asrserve.auth.principal import Principal
 from asrserve.errors import NotFound, shown
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobStatus, Priority
+from asrserve.requests import Fields, parse_cue_limits
 
 router = APIRouter(prefix="/v1/jobs")
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -32,7 +34,7 @@ async def create_job(
     """Accept a file for transcription; answers 202 once the job is durably queued."""
     service = ctx.service
     job_id, upload, parsed = await receive_transcription(
-        request, ctx, service.settings.max_job_upload_bytes, callback=True
+        request, ctx, service.settings.max_job_upload_bytes, callback=True, shaping=False
     )
     job = await service.submit(
         job_id,
@@ -93,10 +95,18 @@ async def follow_job(job_id: str, ctx: Ctx, principal: Caller, request: Request)
 
 @router.get("/{job_id}/transcript")
 async def get_transcript(
-    job_id: str, ctx: Ctx, principal: Caller, format: ResponseFormat = ResponseFormat.JSON
+    job_id: str,
+    ctx: Ctx,
+    principal: Caller,
+    shaping: Annotated[Fields, Depends(cue_fields)],
+    format: ResponseFormat = ResponseFormat.JSON,
 ) -> Response:
+    """The finished job's transcript in ``format``; subtitles cut as the shaping parameters
+    say (from word timestamps if the job has them: submitted as srt or vtt)."""
+    subtitles = format in (ResponseFormat.SRT, ResponseFormat.VTT)
+    cues = parse_cue_limits(shaping, subtitles, needs="format srt or vtt")
     job = _found(await ctx.service.store.get(job_id), job_id, principal)
-    return transcript_response(job, format, words=job.options.word_timestamps)
+    return transcript_response(job, format, words=job.options.word_timestamps, cues=cues)
 
 
 @router.delete("/{job_id}")

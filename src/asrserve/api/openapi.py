@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from asrserve.subtitles import LIMITS
+
 AUDIO = {
     "type": "string",
     "format": "binary",
@@ -40,6 +42,20 @@ CHUNKING = {
 }
 
 
+SHAPING: dict[str, Any] = {
+    **{
+        name: {
+            "type": "integer" if name != "max_cue_seconds" else "number",
+            "minimum": low,
+            "maximum": high,
+            "description": "srt and vtt only: a subtitle limit (README, Subtitles).",
+        }
+        for name, (low, high) in LIMITS.items()
+    },
+    "highlight_words": {"type": "boolean", "description": "srt and vtt only: karaoke cues."},
+}
+
+
 def transcription_form(*, sync: bool) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "file": AUDIO,
@@ -65,7 +81,9 @@ def transcription_form(*, sync: bool) -> dict[str, Any]:
         },
         "keep_alive": KEEP_ALIVE,
     }
-    if not sync:
+    if sync:
+        properties |= SHAPING
+    else:
         properties["callback_url"] = {
             "type": "string",
             "format": "uri",

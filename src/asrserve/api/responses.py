@@ -7,12 +7,15 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from asrserve.errors import Conflict, StoredError
 from asrserve.formats import ResponseFormat, render
 from asrserve.jobs.models import Job, JobStatus
+from asrserve.subtitles import CueLimits
 from asrserve.transcript import Transcript
 
 
-def transcript_response(job: Job, fmt: ResponseFormat, *, words: bool) -> Response:
+def transcript_response(
+    job: Job, fmt: ResponseFormat, *, words: bool, cues: CueLimits | None = None
+) -> Response:
     transcript = finished_transcript(job)
-    body = render(transcript, fmt, words=words)
+    body = render(transcript, fmt, words=words, cues=cues)
     if isinstance(body, dict):
         if job.options.logprobs and fmt is ResponseFormat.JSON:
             body["logprobs"] = [token.model_dump() for token in transcript.logprobs]

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import BatchBacklog, JobError, Task, WebhookStatus
+from asrserve.subtitles import CueLimits
 
 ENDPOINT = "/v1/audio/transcriptions"
 TRANSLATIONS = "/v1/audio/translations"
@@ -126,6 +127,7 @@ class BatchItem(BaseModel):
     job_id: str | None = None
     response_format: ResponseFormat = ResponseFormat.JSON
     words: bool = False
+    cues: CueLimits | None = None  # how srt and vtt are cut (None: the defaults)
     error: JobError | None = None
 
 

@@ -26,7 +26,7 @@ def split_lines(
         if item.error is not None:
             errors.append(_failed(item, item.error))
         elif job is not None and job.status is JobStatus.SUCCEEDED and job.result is not None:
-            body = render(job.result, item.response_format, words=item.words)
+            body = render(job.result, item.response_format, words=item.words, cues=item.cues)
             if job.options.logprobs and isinstance(body, dict):  # include[]=logprobs, json
                 body["logprobs"] = [token.model_dump() for token in job.result.logprobs]
             output.append(_line(item, {"status_code": 200, "request_id": job.id, "body": body}))

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 from asrserve.batch_api.models import ENDPOINT, ENDPOINTS, BatchErrorLine
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest, shown
-from asrserve.requests import TranscriptionRequest, lone_surrogate, parse_request
+from asrserve.requests import SHAPING, TranscriptionRequest, lone_surrogate, parse_request
 
 MAX_ERRORS = 100
 MAX_CUSTOM_ID = 512
@@ -43,6 +43,7 @@ BODY_FIELDS = frozenset(
         "include",
         "include[]",
         "chunking_strategy",
+        *SHAPING,  # with srt or vtt
     }
 )
 

@@ -210,6 +210,7 @@ class BatchRunner:
                 custom_id=request.custom_id,
                 response_format=request.request.response_format,
                 words=request.request.words,
+                cues=request.request.cues,
             )
             if record is None:
                 message = f"no audio file '{request.file_id}' (upload it with purpose=audio)"
