@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from asrserve.api.uploads import Upload
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import AsrError
 from asrserve.jobs.models import Task
 from asrserve.requests import TranscriptionRequest, parse_request
 
 
 def parse_form(
-    upload: Upload, catalog: Catalog, *, callback: bool = False, task: Task = Task.TRANSCRIBE
+    upload: Upload,
+    catalog: Catalog,
+    *,
+    callback: bool = False,
+    task: Task = Task.TRANSCRIBE,
+    languages: LanguageRule = ANY_LANGUAGE,
 ) -> TranscriptionRequest:
     """The form's fields as a transcription request (see :func:`asrserve.requests.parse_request`);
     if they are not one, the uploaded file is not kept."""
     try:
-        return parse_request(upload.fields, catalog, callback=callback, task=task)
+        return parse_request(
+            upload.fields, catalog, callback=callback, task=task, languages=languages
+        )
     except AsrError:
         upload.remove()
         raise

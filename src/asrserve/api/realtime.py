@@ -62,14 +62,14 @@ async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
             )
         if ctx.catalog is None:
             raise LiveUnavailable("the model is still loading", code="model_loading")
-        config = live_config.default_config(ctx.catalog)
+        config = live_config.default_config(ctx.catalog, principal.languages)
 
         async def charge(seconds: float) -> None:
             await quota.charge(ctx.service.keys, principal, seconds)
 
         async with ctx.live.session(config, charge, _holder(websocket, principal)) as session:
             await _send(websocket, ids, _created(session))
-            await _serve(ctx, websocket, session, ids)
+            await _serve(ctx, websocket, session, ids, principal)
     except _Ended:
         return
     except WebSocketDisconnect:
@@ -94,7 +94,11 @@ async def _principal(ctx: ApiContext, websocket: WebSocket, offered: list[str]) 
 
 
 async def _serve(
-    ctx: ApiContext, websocket: WebSocket, session: LiveSession, ids: itertools.count[int]
+    ctx: ApiContext,
+    websocket: WebSocket,
+    session: LiveSession,
+    ids: itertools.count[int],
+    principal: Principal,
 ) -> None:
     """Read client events and act on them while another task sends the session's events;
     a fatal error is sent after every event before it, then the socket is closed."""
@@ -103,7 +107,7 @@ async def _serve(
     try:
         while True:
             try:
-                await _handle(ctx, session, await _receive(websocket, idle_s))
+                await _handle(ctx, session, await _receive(websocket, idle_s), principal)
             except LiveError as exc:
                 session.events.put_nowait(error_event(exc))
                 if exc.fatal:
@@ -139,7 +143,9 @@ async def _receive(websocket: WebSocket, idle_s: float) -> Any:
         raise LiveError(message, code="session_idle_timeout", fatal=True) from None
 
 
-async def _handle(ctx: ApiContext, session: LiveSession, message: Any) -> None:
+async def _handle(
+    ctx: ApiContext, session: LiveSession, message: Any, principal: Principal
+) -> None:
     if message["type"] == "websocket.disconnect":
         raise WebSocketDisconnect(message.get("code", 1000))
     text = message.get("text")
@@ -160,7 +166,9 @@ async def _handle(ctx: ApiContext, session: LiveSession, message: Any) -> None:
         session.clear()
     elif kind == "transcription_session.update":
         assert ctx.catalog is not None
-        new = live_config.updated(session.config, event.get("session"), ctx.catalog)
+        new = live_config.updated(
+            session.config, event.get("session"), ctx.catalog, principal.languages
+        )
         session.configure(new)
         view = live_config.view(session.id, session.config)
         session.events.put_nowait({"type": "transcription_session.updated", "session": view})

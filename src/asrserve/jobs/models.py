@@ -57,6 +57,10 @@ class TranscriptionOptions(BaseModel):
     word_timestamps: bool = False
     beam_size: int = Field(5, ge=1, le=20)
     task: Task = Task.TRANSCRIBE
+    # No language given, a multilingual model: the language is detected among these only
+    # (the caller's key allows no other; empty: among all). Cleared once it is known, so
+    # that the windows of tenants with different lists still share batches.
+    languages: tuple[str, ...] = ()
 
 
 class JobError(BaseModel):

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
 from asrserve.live.audio import INPUT_RATES
 from asrserve.live.session import SessionConfig
@@ -25,13 +26,18 @@ from asrserve.requests import parse_request
 OPENAI_RATE = 24000  # "pcm16"
 
 
-def default_config(catalog: Catalog) -> SessionConfig:
-    return SessionConfig(options=parse_request({}, catalog).options)
+def default_config(catalog: Catalog, languages: LanguageRule = ANY_LANGUAGE) -> SessionConfig:
+    return SessionConfig(options=parse_request({}, catalog, languages=languages).options)
 
 
-def updated(config: SessionConfig, session: object, catalog: Catalog) -> SessionConfig:
-    """``config`` with what ``session`` (the update's object) sets; InvalidRequest naming
-    the field at fault otherwise."""
+def updated(
+    config: SessionConfig,
+    session: object,
+    catalog: Catalog,
+    languages: LanguageRule = ANY_LANGUAGE,
+) -> SessionConfig:
+    """``config`` with what ``session`` (the update's object) sets, within the ``languages``
+    the caller's key allows; InvalidRequest naming the field at fault otherwise."""
     if not isinstance(session, Mapping):
         raise InvalidRequest("session must be an object", param="session")
     rate = config.input_rate
@@ -39,7 +45,7 @@ def updated(config: SessionConfig, session: object, catalog: Catalog) -> Session
         rate = _rate(session["input_audio_format"])
     options = config.options
     if "input_audio_transcription" in session:
-        options = _options(session["input_audio_transcription"], catalog)
+        options = _options(session["input_audio_transcription"], catalog, languages)
     detection = config.turn_detection
     if "turn_detection" in session:
         detection = _detection(session["turn_detection"])
@@ -85,7 +91,7 @@ def _rate(value: object) -> int:
     )
 
 
-def _options(value: object, catalog: Catalog) -> Any:
+def _options(value: object, catalog: Catalog, languages: LanguageRule) -> Any:
     if not isinstance(value, Mapping):
         raise InvalidRequest(
             "input_audio_transcription must be an object",
@@ -96,7 +102,7 @@ def _options(value: object, catalog: Catalog) -> Any:
         for name in ("model", "language", "prompt")
         if value.get(name) is not None
     }
-    return parse_request(fields, catalog).options
+    return parse_request(fields, catalog, languages=languages).options
 
 
 def _detection(value: object) -> TurnDetection | None:
