@@ -164,3 +164,14 @@ def test_jobs_stored_before_languages_read_as_detecting_among_all() -> None:
     assert Job.model_validate_json(old).options.languages == ()
     options = TranscriptionOptions(model="base", languages=("de", "fr"))
     assert TranscriptionOptions.model_validate_json(options.model_dump_json()) == options
+
+
+def test_asr_picks_a_multilingual_model_for_a_key_that_needs_one() -> None:
+    from asrserve.api.asr_webservice_routes import _needs_languages
+
+    assert not _needs_languages("transcribe", None, ANY_LANGUAGE)
+    assert not _needs_languages("transcribe", None, LanguageRule(("en", "de")))
+    assert _needs_languages("transcribe", None, GERMAN_FRENCH)  # English is not allowed
+    assert _needs_languages("transcribe", None, LanguageRule(("en", "de"), "de"))  # the default
+    assert _needs_languages("transcribe", "DE", ANY_LANGUAGE)
+    assert _needs_languages("translate", None, ANY_LANGUAGE)
