@@ -107,6 +107,8 @@ def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) ->
         "aliases": ["whisper-1"],
         "keep_alive": -1,
         "loaded": True,
+        "allowed_languages": None,  # no key: any language
+        "default_language": "en",
     }
     assert http.get("/v1/models/whisper-1").json() == card
     paths = http.get("/openapi.json").json()["paths"]

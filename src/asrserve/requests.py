@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from asrserve import openai_params, outbound
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Task, TranscriptionOptions
@@ -55,10 +56,12 @@ def parse_request(
     callback: bool = False,
     task: Task = Task.TRANSCRIBE,
     shaping: bool = True,
+    languages: LanguageRule = ANY_LANGUAGE,
 ) -> TranscriptionRequest:
-    """Validate transcription options given as fields (each name → its values, as text).
-    ``shaping``: the request may shape subtitle cues (false for an async job, whose cues are
-    shaped when its transcript is fetched)."""
+    """Validate transcription options given as fields (each name → its values, as text),
+    within the ``languages`` the caller's key allows. ``shaping``: the request may shape
+    subtitle cues (false for an async job, whose cues are shaped when its transcript is
+    fetched)."""
     for name, values in fields.items():
         if any(_surrogate(value) for value in values):
             raise InvalidRequest(
@@ -82,10 +85,12 @@ def parse_request(
             "timestamp_granularities requires response_format=verbose_json",
             param="timestamp_granularities[]",
         )
+    language = _language(given.get("language"), model, languages, task)
     options = TranscriptionOptions(
         model=model.id,
         task=task,
-        language=_language(given.get("language"), model),
+        language=language,
+        languages=languages.allowed if language is None and model.multilingual else (),
         prompt=_prompt(given.get("prompt")),
         temperature=_number(given.get("temperature"), "temperature", 0.0, 1.0, 0.0),
         word_timestamps=words or subtitles,  # cues are cut at words' times
@@ -259,9 +264,37 @@ def _granularities(given: _Fields) -> set[str]:
     return values
 
 
-def _language(value: str | None, model: ModelInfo) -> str | None:
-    if not value:
-        return None
+def _language(value: str | None, model: ModelInfo, rule: LanguageRule, task: Task) -> str | None:
+    """The request's language: the one given, else the key's default (or its only language);
+    None: detected (among the key's languages, if it has a list)."""
+    code = _known(value) if value else None
+    if code is not None and not rule.permits(code):
+        raise InvalidRequest(
+            f"language '{code}' is not allowed for this API key: it allows only"
+            f" {', '.join(rule.allowed)}",
+            param="language",
+            code="language_not_allowed",
+        )
+    if not model.multilingual and not rule.permits("en"):
+        raise InvalidRequest(
+            f"model '{model.id}' transcribes English only, and this API key allows only"
+            f" {', '.join(rule.allowed)}: name a multilingual model",
+            param="model",
+            code="unsupported_language",
+        )
+    if code is None and task is not Task.DETECT:
+        code = rule.default or (rule.allowed[0] if len(rule.allowed) == 1 else None)
+    if not model.multilingual and code not in (None, "en"):
+        key = "" if value else f" (the language of this API key's requests is '{code}')"
+        raise InvalidRequest(
+            f"model '{model.id}' transcribes English only{key}",
+            param="language" if value else "model",
+            code="unsupported_language",
+        )
+    return code
+
+
+def _known(value: str) -> str:
     from faster_whisper.tokenizer import _LANGUAGE_CODES  # Whisper's languages (pinned)
 
     code = value.strip().lower()
@@ -269,12 +302,6 @@ def _language(value: str | None, model: ModelInfo) -> str | None:
         raise InvalidRequest(
             f"unknown language {value[:20]!r}: use an ISO-639-1 code such as 'en'",
             param="language",
-        )
-    if not model.multilingual and code != "en":
-        raise InvalidRequest(
-            f"model '{model.id}' transcribes English only",
-            param="language",
-            code="unsupported_language",
         )
     return code
 

@@ -44,6 +44,7 @@ class FakeEngine(Engine):
         self.contexts: list[str] = []  # each chunk's context text, in the order run
         self.options: list[TranscriptionOptions] = []  # each batch's options, in the order run
         self.detections: list[int] = []  # windows per detect_language call
+        self.restrictions: list[tuple[str, ...]] = []  # the languages each call was among
         self.wholes = 0
         self.gate = threading.Event()
         self.entered = threading.Event()  # set when a call reaches the engine
@@ -69,8 +70,11 @@ class FakeEngine(Engine):
         self.weights = True
         self.loads += 1
 
-    def detect_language(self, features: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+    def detect_language(
+        self, features: Sequence[np.ndarray], among: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
         self.detections.append(len(features))
+        self.restrictions.append(tuple(among))
         return [(self.language, 0.9) for _ in features]
 
     def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from asrserve.jobs.models import (
     JobStatus,
     PartialSegment,
     Progress,
+    TranscriptionOptions,
     WebhookStatus,
     new_job_id,
     new_job_id_at,
@@ -40,6 +42,15 @@ class JobStoreContract:
         run(store.create(job))
         assert run(store.get(job.id)) == job
         assert run(store.get("job_missing")) is None
+
+    def test_options_keep_the_languages_detection_is_restricted_to(
+        self, store: JobStore, run: Run
+    ) -> None:
+        options = TranscriptionOptions(model="base", languages=("de", "fr"))
+        job = Job(id=new_job_id(), options=options)
+        run(store.create(job))
+        stored = run(store.get(job.id))
+        assert stored is not None and stored.options.languages == ("de", "fr")
 
     def test_result_is_stored_exactly_once(self, store: JobStore, run: Run) -> None:
         job = Job(id=new_job_id())
@@ -214,6 +225,7 @@ class TestSqliteJobStore(JobStoreContract):
         store = SqliteJobStore(db)
         old = run(store.get("job_old"))
         assert old is not None and old.owns_audio and old.batch_id is None
+        assert old.options.languages == ()  # stored before keys had languages: any
         job = Job(
             id=new_job_id(),
             batch_id="batch_1",
@@ -242,6 +254,17 @@ class TestRedisJobStore(JobStoreContract):
     @pytest.fixture
     def store(self, redis_client: aioredis.Redis) -> JobStore:
         return RedisJobStore(redis_client, "test", retention_s=100.0)
+
+    def test_a_job_stored_before_languages_detects_among_all(
+        self, store: JobStore, redis_client: aioredis.Redis, run: Run
+    ) -> None:
+        job = Job(id=new_job_id(), options=TranscriptionOptions(model="base"))
+        run(store.create(job))
+        document = json.loads(job.model_dump_json())
+        del document["options"]["languages"]  # as the release before wrote it
+        run(redis_client.set(f"test:job:{job.id}", json.dumps(document)))
+        old = run(store.get(job.id))
+        assert old == job and old.options.languages == ()
 
     def test_create_refuses_an_existing_id(self, store: JobStore, run: Run) -> None:
         job = Job(id=new_job_id())

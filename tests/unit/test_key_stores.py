@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from asrserve.auth.keys import DuplicateName, KeyStore, hash_secret, new_key
 from asrserve.auth.redis import RedisKeyStore
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.backends.sqlite import Database
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.settings import Settings
 from tests.support.loop import Run
 
@@ -28,6 +30,15 @@ class KeyStoreContract:
         assert run(keys.get("key_missing")) is None
         assert run(keys.all()) == [alice, bob]  # creation order
         assert run(keys.active()) == [alice, bob]
+
+    def test_languages_kept_and_revocation_keeps_them(self, keys: KeyStore, run: Run) -> None:
+        secret, tenant = new_key("tenant", languages=LanguageRule(("de", "fr"), "de"))
+        run(keys.create(tenant))
+        found = run(keys.find(hash_secret(secret)))
+        assert found is not None and found.language_rule == LanguageRule(("de", "fr"), "de")
+        revoked = run(keys.revoke("tenant"))
+        assert revoked is not None and revoked.languages == ("de", "fr")
+        assert run(keys.get(tenant.id)) == revoked
 
     def test_names_unique_among_active_keys(self, keys: KeyStore, run: Run) -> None:
         _, first = new_key("ci")
@@ -76,16 +87,67 @@ class KeyStoreContract:
             run(install(keys, [tenant]))  # a revoked secret is not brought back
 
 
+# The key table and a key's record as the release before languages wrote them.
+OLD_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE,
+    revoked_at REAL,
+    data TEXT NOT NULL
+);
+"""
+OLD_KEY = json.dumps(
+    {
+        "id": "key_old",
+        "name": "ci",
+        "admin": False,
+        "hash": "ab" * 32,
+        "hint": "asr_abcdef",
+        "created_at": 1.0,
+        "revoked_at": None,
+        "rate_limit_rpm": 5,
+        "audio_minutes_per_day": None,
+    }
+)
+OLD_KEY_ROW = f"INSERT INTO api_keys VALUES ('key_old', 'ci', '{'ab' * 32}', NULL, ?)"
+
+
 class TestSqliteKeyStore(KeyStoreContract):
     @pytest.fixture
     def keys(self, database: Database) -> KeyStore:
         return SqliteKeyStore(database)
+
+    def test_a_key_table_from_before_languages_keeps_working(
+        self, tmp_path: Path, run: Run
+    ) -> None:
+        """A table and a record made by the release before keys had languages: the key
+        reads as allowing any language, and keys with languages go in beside it."""
+        db = Database(tmp_path / "old.db")
+        db.migrate(OLD_SCHEMA)
+        db.run_sync(lambda c: c.execute(OLD_KEY_ROW, (OLD_KEY,)))
+        keys = SqliteKeyStore(db)
+        old = run(keys.find("ab" * 32))
+        assert old is not None and old.name == "ci" and old.rate_limit_rpm == 5
+        assert old.language_rule == ANY_LANGUAGE
+        _, tenant = new_key("tenant", languages=LanguageRule(("de",), None))
+        run(keys.create(tenant))
+        assert [key.languages for key in run(keys.all())] == [(), ("de",)]
+        db.close()
 
 
 class TestRedisKeyStore(KeyStoreContract):
     @pytest.fixture
     def keys(self, redis_client: aioredis.Redis) -> KeyStore:
         return RedisKeyStore(redis_client, "test")
+
+    def test_a_record_from_before_languages_reads_as_any_language(
+        self, keys: KeyStore, redis_client: aioredis.Redis, run: Run
+    ) -> None:
+        run(redis_client.set("test:key:key_old", OLD_KEY))
+        run(redis_client.set(f"test:keys:hash:{'ab' * 32}", "key_old"))
+        old = run(keys.find("ab" * 32))
+        assert old is not None and old.name == "ci" and old.language_rule == ANY_LANGUAGE
 
     def test_usage_expires(self, keys: KeyStore, redis_client: aioredis.Redis, run: Run) -> None:
         run(keys.charge("key_a", "2024-01-01", 1.0, 10.0))

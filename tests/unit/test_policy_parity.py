@@ -80,7 +80,9 @@ class StepEngine(Engine):
         self._call([audio])
         return Transcript(language="en", duration=audio.shape[0] / SAMPLING_RATE, segments=[])
 
-    def detect_language(self, features: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+    def detect_language(
+        self, features: Sequence[np.ndarray], among: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
         self._call(list(features))
         return [("en", 1.0) for _ in features]
 

@@ -95,6 +95,27 @@ def test_detections_of_several_jobs_share_one_batch_apart_from_decoding() -> Non
     assert a.detections == []
 
 
+def test_detections_reach_the_engine_with_their_languages_and_batch_by_them() -> None:
+    """A tenant's list goes with its detection to the engine; detections among different
+    lists are different encoder passes (the same list shares one)."""
+    _, b, device = pair("0")
+
+    async def body(s: Scheduler, clock: ManualClock) -> None:
+        b.gate.clear()
+        held = s.submit_chunks("j0", 1, TranscriptionOptions(model="b"), [chunk(1.0)])
+        assert await asyncio.to_thread(b.entered.wait, 5)
+        among = ("de", "fr")
+        listed = [
+            s.submit_detect(f"j{n}", Priority.ASYNC, "b", chunk(30.0), among=among) for n in (1, 2)
+        ]
+        anything = s.submit_detect("j3", Priority.ASYNC, "b", chunk(30.0))
+        b.gate.set()
+        await asyncio.gather(*held, *listed, anything)
+
+    run(SchedulerConfig("greedy", max_batch_size=8), [device], body)
+    assert sorted(zip(b.restrictions, b.detections, strict=True)) == [((), 1), (("de", "fr"), 2)]
+
+
 def test_an_idle_model_releases_its_weights_and_reloads_for_the_next_batch() -> None:
     a, b, device = pair("0")
     config = SchedulerConfig("greedy", max_batch_size=8, model_idle=60.0)

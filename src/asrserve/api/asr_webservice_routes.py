@@ -36,7 +36,7 @@ from asrserve.api.responses import finished_transcript
 from asrserve.api.uploads import Upload, receive_upload, storage_error
 from asrserve.audio.raw import wrap_raw_pcm
 from asrserve.auth.principal import Principal
-from asrserve.engine.languages import language_name
+from asrserve.engine.languages import LanguageRule, language_name
 from asrserve.errors import AsrError, InvalidRequest
 from asrserve.formats import WhisperOutput, render_whisper
 from asrserve.jobs.models import Job, Task
@@ -81,7 +81,7 @@ async def asr(
     cues = parse_cue_limits(
         shaping, output in CUES, needs="output srt, vtt or tsv", highlight=highlight
     )
-    needs_languages = task == "translate" or (language or "en").lower() != "en"
+    needs_languages = _needs_languages(task, language, principal.languages)
     model = model or _peer_model(ctx, multilingual=needs_languages)
     fields = _fields(model=model, language=language, prompt=initial_prompt)
     if word_timestamps or cues:  # the core asks for the verbose format with word timestamps
@@ -125,7 +125,7 @@ async def _run(
     with _route_params():
         upload = await receive_upload(request, dest, limit, ctx.uploads, file_field=FILE_FIELD)
         try:
-            parsed = parse_request(fields, ctx.catalog, task=task)
+            parsed = parse_request(fields, ctx.catalog, task=task, languages=principal.languages)
             await _prepare(upload, encode=encode)
         except BaseException:
             upload.remove()
@@ -153,6 +153,14 @@ def _route_params() -> Iterator[None]:
     except AsrError as exc:
         exc.param = PARAMS.get(exc.param or "", exc.param)
         raise
+
+
+def _needs_languages(task: str, language: str | None, rule: LanguageRule) -> bool:
+    """Whether a request needs a multilingual model: a translation, a language other than
+    English (given, or the key's default), or a key that does not allow English."""
+    if task == "translate" or not rule.permits("en"):
+        return True
+    return (language or rule.default or "en").lower() != "en"
 
 
 def _peer_model(ctx: ApiContext, *, multilingual: bool) -> str | None:

@@ -16,6 +16,7 @@ from asrserve.api.responses import transcript_response
 from asrserve.api.streams import KEEPALIVE_S, event_stream, transcript_events
 from asrserve.api.uploads import Upload, receive_upload
 from asrserve.auth.principal import Principal
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import DeadlineExceeded, ModelLoading
 from asrserve.jobs.models import Job, Priority, Task
 from asrserve.requests import TranscriptionRequest
@@ -37,12 +38,16 @@ async def receive_transcription(
     callback: bool = False,
     task: Task = Task.TRANSCRIBE,
     shaping: bool = True,
+    languages: LanguageRule = ANY_LANGUAGE,
 ) -> tuple[str, Upload, TranscriptionRequest]:
-    """Stream the upload to disk and validate the form; nothing is kept if either fails."""
+    """Stream the upload to disk and validate the form (within the ``languages`` the
+    caller's key allows); nothing is kept if either fails."""
     assert ctx.catalog is not None
     job_id, dest = ctx.service.new_upload_path()
     upload = await receive_upload(request, dest, max_bytes, ctx.uploads)
-    parsed = parse_form(upload, ctx.catalog, callback=callback, task=task, shaping=shaping)
+    parsed = parse_form(
+        upload, ctx.catalog, callback=callback, task=task, shaping=shaping, languages=languages
+    )
     return job_id, upload, parsed
 
 
@@ -115,7 +120,9 @@ async def _answer(request: Request, ctx: ApiContext, principal: Principal, task:
     """The synchronous OpenAI routes: one intake, one wait, the transcript as asked for (or
     streamed as it becomes final)."""
     limit = ctx.service.settings.max_sync_upload_bytes
-    job_id, upload, parsed = await receive_transcription(request, ctx, limit, task=task)
+    job_id, upload, parsed = await receive_transcription(
+        request, ctx, limit, task=task, languages=principal.languages
+    )
     if parsed.stream:
         return await stream_interactive(ctx, job_id, upload, parsed, principal)
     done = await run_interactive(request, ctx, job_id, upload, parsed, principal)

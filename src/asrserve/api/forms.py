@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from asrserve.api.uploads import Upload
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import AsrError
 from asrserve.jobs.models import Task
 from asrserve.requests import TranscriptionRequest, parse_request
@@ -16,11 +17,19 @@ def parse_form(
     callback: bool = False,
     task: Task = Task.TRANSCRIBE,
     shaping: bool = True,
+    languages: LanguageRule = ANY_LANGUAGE,
 ) -> TranscriptionRequest:
     """The form's fields as a transcription request (see :func:`asrserve.requests.parse_request`);
     if they are not one, the uploaded file is not kept."""
     try:
-        return parse_request(upload.fields, catalog, callback=callback, task=task, shaping=shaping)
+        return parse_request(
+            upload.fields,
+            catalog,
+            callback=callback,
+            task=task,
+            shaping=shaping,
+            languages=languages,
+        )
     except AsrError:
         upload.remove()
         raise

@@ -34,7 +34,12 @@ async def create_job(
     """Accept a file for transcription; answers 202 once the job is durably queued."""
     service = ctx.service
     job_id, upload, parsed = await receive_transcription(
-        request, ctx, service.settings.max_job_upload_bytes, callback=True, shaping=False
+        request,
+        ctx,
+        service.settings.max_job_upload_bytes,
+        callback=True,
+        languages=principal.languages,
+        shaping=False,
     )
     job = await service.submit(
         job_id,

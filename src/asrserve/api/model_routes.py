@@ -14,6 +14,11 @@ the worker nodes).
 load the model's replicas now, or release them now (409 ``model_busy`` while it has work
 pending or running; its next request loads it again). Embedded mode only: a distributed
 node answers 409 ``models_on_workers`` (docs/models.md).
+
+For the caller's key, each card also says ``allowed_languages`` (the key's languages this
+model transcribes; null: any it transcribes) and ``default_language`` (what a request that
+names none is transcribed in: the key's default, or its only language, else ``"en"`` on an
+English-only model; null: detected).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from asrserve.auth.principal import Principal
 from asrserve.batcher.residency import Residency
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import OPENAI_ALIAS, Catalog
+from asrserve.engine.languages import LanguageRule
 from asrserve.errors import Conflict, Forbidden, NotFound, shown
 from asrserve.requests import keep_alive_field
 
@@ -38,18 +44,14 @@ Caller = Annotated[Principal, Depends(caller)]
 
 
 @router.get("")
-async def list_models(ctx: Ready) -> dict[str, Any]:
+async def list_models(ctx: Ready, principal: Caller) -> dict[str, Any]:
     assert ctx.catalog is not None
-    catalog = ctx.catalog
-    data = [model_card(model, catalog) | memory_state(model, ctx) for model in catalog]
-    return {"object": "list", "data": data}
+    return {"object": "list", "data": [_card(model, ctx, principal) for model in ctx.catalog]}
 
 
 @router.get("/{model_id}")
-async def get_model(model_id: str, ctx: Ready) -> dict[str, Any]:
-    model = _served(model_id, ctx)
-    assert ctx.catalog is not None
-    return model_card(model, ctx.catalog) | memory_state(model, ctx)
+async def get_model(model_id: str, ctx: Ready, principal: Caller) -> dict[str, Any]:
+    return _card(_served(model_id, ctx), ctx, principal)
 
 
 @router.post("/{model_id}/load")
@@ -60,8 +62,7 @@ async def load_model(
     how long they stay loaded once idle (as a request's does)."""
     model, residency = _operated(model_id, ctx, principal)
     await residency.load(model.id, keep_alive_field(keep_alive))
-    assert ctx.catalog is not None
-    return model_card(model, ctx.catalog) | memory_state(model, ctx)
+    return _card(model, ctx, principal)
 
 
 @router.post("/{model_id}/unload")
@@ -69,8 +70,14 @@ async def unload_model(model_id: str, ctx: Ready, principal: Caller) -> dict[str
     """Release the model's replicas now (admin keys); 409 while it has work."""
     model, residency = _operated(model_id, ctx, principal)
     await residency.unload(model.id)
+    return _card(model, ctx, principal)
+
+
+def _card(model: ModelInfo, ctx: ApiContext, principal: Principal) -> dict[str, Any]:
+    """The model's card with its memory state and the caller's languages."""
     assert ctx.catalog is not None
-    return model_card(model, ctx.catalog) | memory_state(model, ctx)
+    card = model_card(model, ctx.catalog) | memory_state(model, ctx)
+    return card | languages_for(model, principal.languages)
 
 
 def _served(model_id: str, ctx: ApiContext) -> ModelInfo:
@@ -122,3 +129,13 @@ def model_card(model: ModelInfo, catalog: Catalog) -> dict[str, Any]:
         "default": default,
         "aliases": [OPENAI_ALIAS] if default else [],
     }
+
+
+def languages_for(model: ModelInfo, rule: LanguageRule) -> dict[str, Any]:
+    """The languages a key may use this model in, and the one a request without
+    ``language`` gets (see the module's doc)."""
+    allowed = [code for code in rule.allowed if model.multilingual or code == "en"]
+    default = rule.default or (rule.allowed[0] if len(rule.allowed) == 1 else None)
+    if not model.multilingual:
+        default = "en" if default in (None, "en") and rule.permits("en") else None
+    return {"allowed_languages": allowed if rule.allowed else None, "default_language": default}

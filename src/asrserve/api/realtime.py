@@ -77,14 +77,14 @@ async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
             )
         if ctx.catalog is None:
             raise LiveUnavailable("the model is still loading", code="model_loading")
-        config = live_config.default_config(ctx.catalog)
+        config = live_config.default_config(ctx.catalog, principal.languages)
 
         async def charge(seconds: float) -> None:
             await quota.charge(ctx.service.keys, principal, seconds)
 
         async with ctx.live.session(config, charge, _holder(websocket, principal)) as session:
             await _send(websocket, ids, _session_event(session, client, "created"))
-            await _serve(ctx, websocket, session, client, ids)
+            await _serve(ctx, websocket, session, client, ids, principal)
     except _Ended:
         return
     except WebSocketDisconnect:
@@ -114,6 +114,7 @@ async def _serve(
     session: LiveSession,
     client: _Client,
     ids: itertools.count[int],
+    principal: Principal,
 ) -> None:
     """Read client events and act on them while another task sends the session's events;
     a fatal error is sent after every event before it, then the socket is closed."""
@@ -122,7 +123,8 @@ async def _serve(
     try:
         while True:
             try:
-                await _handle(ctx, session, client, await _receive(websocket, idle_s))
+                message = await _receive(websocket, idle_s)
+                await _handle(ctx, session, client, message, principal)
             except LiveError as exc:
                 session.events.put_nowait(error_event(exc))
                 if exc.fatal:
@@ -158,7 +160,9 @@ async def _receive(websocket: WebSocket, idle_s: float) -> Any:
         raise LiveError(message, code="session_idle_timeout", fatal=True) from None
 
 
-async def _handle(ctx: ApiContext, session: LiveSession, client: _Client, message: Any) -> None:
+async def _handle(
+    ctx: ApiContext, session: LiveSession, client: _Client, message: Any, principal: Principal
+) -> None:
     if message["type"] == "websocket.disconnect":
         raise WebSocketDisconnect(message.get("code", 1000))
     text = message.get("text")
@@ -181,7 +185,8 @@ async def _handle(ctx: ApiContext, session: LiveSession, client: _Client, messag
         assert ctx.catalog is not None
         client.beta = kind == "transcription_session.update"
         parse = live_config.updated if client.beta else ga.updated
-        session.configure(parse(session.config, event.get("session"), ctx.catalog))
+        new = parse(session.config, event.get("session"), ctx.catalog, principal.languages)
+        session.configure(new)
         session.events.put_nowait(_session_event(session, client, "updated"))
     else:
         shown = str(kind)[:64]

@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
+
 PREFIX = "asr_"
 
 
@@ -28,6 +30,15 @@ class ApiKey(BaseModel):
     revoked_at: float | None = None
     rate_limit_rpm: int | None = None  # None: the server's default
     audio_minutes_per_day: float | None = None  # None: the server's default
+    # Whisper's codes this key may be transcribed in (empty: any), and the language of a
+    # request that names none (None: detected, among ``languages``). A record stored before
+    # keys had them reads as any language.
+    languages: tuple[str, ...] = ()
+    default_language: str | None = None
+
+    @property
+    def language_rule(self) -> LanguageRule:
+        return LanguageRule(self.languages, self.default_language)
 
 
 def new_key(
@@ -36,6 +47,7 @@ def new_key(
     admin: bool = False,
     rate_limit_rpm: int | None = None,
     audio_minutes_per_day: float | None = None,
+    languages: LanguageRule = ANY_LANGUAGE,
 ) -> tuple[str, ApiKey]:
     """A fresh secret and its record (which does not contain it)."""
     secret = PREFIX + secrets.token_urlsafe(32)
@@ -45,6 +57,7 @@ def new_key(
         admin=admin,
         rate_limit_rpm=rate_limit_rpm,
         audio_minutes_per_day=audio_minutes_per_day,
+        languages=languages,
     )
     return secret, key
 
@@ -56,6 +69,7 @@ def key_for(
     admin: bool = False,
     rate_limit_rpm: int | None = None,
     audio_minutes_per_day: float | None = None,
+    languages: LanguageRule = ANY_LANGUAGE,
 ) -> ApiKey:
     """The record of a key whose secret is ``secret`` (made here, or given by an operator)."""
     return ApiKey(
@@ -66,6 +80,8 @@ def key_for(
         hint=secret[: len(PREFIX) + 6],
         rate_limit_rpm=rate_limit_rpm,
         audio_minutes_per_day=audio_minutes_per_day,
+        languages=languages.allowed,
+        default_language=languages.default,
     )
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from asrserve.auth.keys import ApiKey
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import NotFound
 from asrserve.settings import Settings
 
@@ -26,6 +27,7 @@ class Principal:
     admin: bool
     rate_limit_rpm: int = 0  # 0: none
     audio_minutes_per_day: float = 0.0  # 0: no quota
+    languages: LanguageRule = ANY_LANGUAGE  # what its requests may be transcribed in
 
     @property
     def owner(self) -> str | None:
@@ -57,6 +59,7 @@ class Principal:
             admin=key.admin,
             rate_limit_rpm=rpm,
             audio_minutes_per_day=settings.quota_audio_minutes_per_day if quota is None else quota,
+            languages=key.language_rule,
         )
 
 

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 
 from asrserve.batch_api.models import ENDPOINT, ENDPOINTS, BatchErrorLine
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest, shown
 from asrserve.requests import SHAPING, TranscriptionRequest, lone_surrogate, parse_request
 
@@ -170,11 +171,14 @@ def parse_input(
     max_requests: int,
     max_line_bytes: int,
     endpoint: str = ENDPOINT,
+    languages: LanguageRule = ANY_LANGUAGE,
 ) -> list[RequestLine]:
     """Every request of the file, or :class:`InvalidInput` listing what is wrong (by line).
-    Each line's ``url`` must be the batch's ``endpoint``, which says the lines' task."""
+    Each line's ``url`` must be the batch's ``endpoint``, which says the lines' task; its
+    ``language`` must be one the ``languages`` of the batch's owner's key allow."""
     lines = jsonl_lines(source, max_line_bytes)
-    requests, errors = _parse_lines(lines, _Rules(catalog, endpoint, max_line_bytes), max_requests)
+    rules = _Rules(catalog, endpoint, max_line_bytes, languages)
+    requests, errors = _parse_lines(lines, rules, max_requests)
     if not errors and not requests:
         errors.append(_error("empty_file", "the input file has no requests"))
     if errors:
@@ -189,6 +193,7 @@ class _Rules:
     catalog: Catalog
     endpoint: str
     max_line_bytes: int
+    languages: LanguageRule = ANY_LANGUAGE
 
 
 def _parse_lines(
@@ -237,7 +242,8 @@ def _parse_line(raw: Line, rules: _Rules) -> RequestLine:
     file_id = _check_body(body, fail)
     assert isinstance(body, dict)
     try:
-        request = parse_request(_fields(body), rules.catalog, task=ENDPOINTS[rules.endpoint])
+        task = ENDPOINTS[rules.endpoint]
+        request = parse_request(_fields(body), rules.catalog, task=task, languages=rules.languages)
     except InvalidRequest as exc:
         param = f"body.{exc.param}" if exc.param else "body"
         raise fail(exc.code or "invalid_body", exc.message, param) from None

@@ -149,10 +149,12 @@ class Scheduler:
         model: str,
         chunk: ChunkInput,
         deadline: float | None = None,
+        among: tuple[str, ...] = (),
     ) -> asyncio.Future[tuple[str, float]]:
-        """The spoken language of ``chunk`` (a full 30 s window): encoder work that batches
-        with other jobs' detections for the same model."""
-        options = TranscriptionOptions(model=model, task=Task.DETECT)
+        """The spoken language of ``chunk`` (a full 30 s window), the most probable of
+        ``among`` if it names some: encoder work that batches with other jobs' detections
+        for the same model (and the same ``among``)."""
+        options = TranscriptionOptions(model=model, task=Task.DETECT, languages=among)
         return self._add(job_id, priority, options, deadline, chunk=chunk)
 
     def submit_whole(
@@ -370,7 +372,8 @@ class Scheduler:
         if options.task is Task.DETECT:
             detect = _on(engine, engine.detect_language)
             features = [chunk.features for chunk in chunks]
-            return list(await self._bounded(device, timeout, detect, features))
+            among = options.languages
+            return list(await self._bounded(device, timeout, detect, features, among))
         run = _on(engine, engine.transcribe_batch)
         loop = asyncio.get_running_loop()
 

@@ -18,6 +18,7 @@ from asrserve.auth.env_keys import RevokedEnvKey, UnreadableEnvKey, env_keys, in
 from asrserve.auth.keys import DuplicateName, KeyStore, new_key
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.backends.sqlite import Database
+from asrserve.engine.languages import LanguageRule
 from asrserve.settings import LOOPBACK_HOSTS, Settings
 
 T = TypeVar("T")
@@ -34,6 +35,12 @@ def add_arguments(keys: argparse.ArgumentParser) -> None:
     create.add_argument("--admin", action="store_true", help="sees everything, /metrics too")
     create.add_argument("--rpm", type=int, help="requests per minute (default: server's)")
     create.add_argument("--audio-minutes-per-day", type=float, help="daily audio quota")
+    create.add_argument(
+        "--languages", help="the only languages its requests may be in, e.g. en,de (default: any)"
+    )
+    create.add_argument(
+        "--default-language", help="the language of a request that names none (else detected)"
+    )
     listing = commands.add_parser("list", help="list keys (never their secrets)")
     revoke = commands.add_parser("revoke", help="revoke a key by id or name")
     revoke.add_argument("key", help="key id (key_...) or name")
@@ -108,11 +115,17 @@ async def _call(command: Callable[[KeyStore], Awaitable[T]], settings: Settings)
 
 
 async def _create(store: KeyStore, args: argparse.Namespace) -> int:
+    try:
+        languages = LanguageRule.parse(args.languages, args.default_language)
+    except ValueError as exc:
+        print(f"asrserve: {exc}", file=sys.stderr)
+        return 2
     secret, key = new_key(
         args.name,
         admin=args.admin,
         rate_limit_rpm=args.rpm,
         audio_minutes_per_day=args.audio_minutes_per_day,
+        languages=languages,
     )
     try:
         await store.create(key)
@@ -126,13 +139,19 @@ async def _create(store: KeyStore, args: argparse.Namespace) -> int:
 
 
 async def _list(store: KeyStore) -> int:
-    print(f"{'id':<18} {'name':<20} {'admin':<5} {'hint':<12} {'created':<20} revoked")
+    print(
+        f"{'id':<18} {'name':<20} {'admin':<5} {'hint':<12} {'languages':<14} {'default':<8}"
+        f" {'created':<20} revoked"
+    )
     for key in await store.all():
         created = _when(key.created_at)
         revoked = _when(key.revoked_at) if key.revoked_at else ""
         admin = "yes" if key.admin else "no"
+        languages = key.language_rule.view()
+        default = key.default_language or "-"
         print(
-            f"{key.id:<18} {key.name:<20} {admin:<5} {key.hint + '…':<12} {created:<20} {revoked}"
+            f"{key.id:<18} {key.name:<20} {admin:<5} {key.hint + '…':<12} {languages:<14}"
+            f" {default:<8} {created:<20} {revoked}"
         )
     return 0
 

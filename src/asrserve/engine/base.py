@@ -146,9 +146,13 @@ class Engine(ABC):
         """The plain, unbatched path over a whole file (the baseline policy)."""
 
     @abstractmethod
-    def detect_language(self, features: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+    def detect_language(
+        self, features: Sequence[np.ndarray], among: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
         """The spoken language of each window (its code, its probability): one batched
-        encode. Only a multilingual model can tell."""
+        encode. Only a multilingual model can tell. ``among``: the most probable of these
+        codes, its probability renormalised over them (``engine.languages.restricted``);
+        empty: of all."""
 
     @property
     @abstractmethod

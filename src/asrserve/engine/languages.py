@@ -1,11 +1,15 @@
 """Whisper's languages by name: what whisper-asr-webservice's ``/detect-language`` answers
-(``"detected_language": "english"``) beside the code.
+(``"detected_language": "english"``) beside the code; the languages an API key allows, and
+detection restricted to them.
 
 The table of openai-whisper's ``tokenizer.LANGUAGES``, in its order (the order of the
 language tokens); faster-whisper, which this project runs, ships the codes only.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 LANGUAGE_NAMES: dict[str, str] = {
     "en": "english",
@@ -115,3 +119,61 @@ def language_name(code: str) -> str:
     """The language's English name in lower case (Whisper's spelling), or the code itself
     for one Whisper does not know."""
     return LANGUAGE_NAMES.get(code, code)
+
+
+@dataclass(frozen=True)
+class LanguageRule:
+    """The languages an API key may be transcribed in: ``allowed`` (Whisper's codes; empty:
+    any), and ``default``, the language of a request that names none (None: detected, among
+    ``allowed`` when there is a list)."""
+
+    allowed: tuple[str, ...] = ()
+    default: str | None = None
+
+    @classmethod
+    def parse(cls, languages: str | None, default: str | None) -> LanguageRule:
+        """The rule ``keys create --languages en,de --default-language de`` asks for;
+        ValueError, saying what is wrong, for an unknown code or a default off the list."""
+        parts = [part for part in (languages or "").split(",") if part.strip()]
+        allowed = tuple(dict.fromkeys(_code(part, "--languages") for part in parts))
+        if languages is not None and not allowed:
+            raise ValueError("--languages names no language: give codes such as en,de")
+        chosen = None if default is None else _code(default, "--default-language")
+        if chosen is not None and allowed and chosen not in allowed:
+            raise ValueError(
+                f"--default-language {chosen} is not one of --languages ({', '.join(allowed)})"
+            )
+        return cls(allowed, chosen)
+
+    def permits(self, code: str) -> bool:
+        return not self.allowed or code in self.allowed
+
+    def view(self) -> str:
+        """As ``keys list`` shows it: the codes, or ``any``."""
+        return ",".join(self.allowed) or "any"
+
+
+ANY_LANGUAGE = LanguageRule()
+
+
+def _code(text: str, flag: str) -> str:
+    code = text.strip().lower()
+    if code not in LANGUAGE_NAMES:
+        raise ValueError(
+            f"{flag}: unknown language {text.strip()[:20]!r} (Whisper's codes: en, de, fr, ...)"
+        )
+    return code
+
+
+def restricted(ranked: Sequence[tuple[str, float]], among: Collection[str]) -> tuple[str, float]:
+    """The most probable language of ``among`` (empty: of all), and its probability among
+    them: Whisper's language-token probabilities (``ranked``, each code's) renormalised over
+    the allowed codes, so that a German-only tenant is never told its audio is Dutch."""
+    if not among:
+        return max(ranked, key=lambda pair: pair[1])
+    kept = [(code, p) for code, p in ranked if code in among]
+    if not kept:
+        raise ValueError(f"none of {sorted(among)} is among the model's languages")
+    code, probability = max(kept, key=lambda pair: pair[1])
+    total = sum(p for _, p in kept)
+    return code, probability / total if total > 0 else 1.0 / len(kept)

@@ -38,7 +38,7 @@ from asrserve.engine.fallback import (
     decode_all,
     temperatures,
 )
-from asrserve.engine.languages import LANGUAGE_NAMES
+from asrserve.engine.languages import LANGUAGE_NAMES, restricted
 from asrserve.engine.logprobs import byte_level, split_by_segment, text_tokens
 from asrserve.engine.memory import give_back
 from asrserve.errors import InvalidRequest
@@ -264,12 +264,18 @@ class FasterWhisperEngine(Engine):
         limit: int = self._model.max_length // 2 - 1
         return min(len(tokens), limit)
 
-    def detect_language(self, features: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+    def detect_language(
+        self, features: Sequence[np.ndarray], among: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
         """Whisper's own test: the most likely language token after one encode of each
-        window (as faster-whisper's ``detect_language`` does for a file's first window)."""
+        window (as faster-whisper's ``detect_language`` does for a file's first window),
+        among the language tokens of ``among`` when it names some."""
         encoder_output = self._model.encode(stack_padded(list(features)))
         results = self._model.model.detect_language(encoder_output)
-        return [(str(best[0][0])[2:-2], float(best[0][1])) for best in results]
+        return [
+            restricted([(str(token)[2:-2], float(p)) for token, p in ranked], among)
+            for ranked in results
+        ]
 
     @property
     def loaded(self) -> bool:
@@ -305,9 +311,10 @@ class FasterWhisperEngine(Engine):
                 " faster-whisper's own transcribe, which does not report them",
                 param="include[]",
             )
+        among = self._restricted(audio, options)
         segments, info = self._model.transcribe(
             audio,
-            language=options.language or ("en" if not self.multilingual else None),
+            language=options.language or among[0] or ("en" if not self.multilingual else None),
             task=options.task.value,
             beam_size=options.beam_size,
             temperature=list(temperatures(options.temperature, self.config.fallback)),
@@ -337,13 +344,24 @@ class FasterWhisperEngine(Engine):
                     words=words,
                 )
             )
+        probability = None if options.language else among[1] or info.language_probability
         return Transcript(
             language=info.language,
             duration=info.duration,
             segments=out,
             task=options.task.value,
-            language_probability=None if options.language else info.language_probability,
+            language_probability=probability,
         )
+
+    def _restricted(
+        self, audio: np.ndarray, options: TranscriptionOptions
+    ) -> tuple[str | None, float | None]:
+        """The file's language detected among ``options.languages`` (faster-whisper's own
+        test, on the first 30 s), where there is a list and no language; else (None, None)."""
+        if options.language is not None or not options.languages or not self.multilingual:
+            return None, None
+        _, _, ranked = self._model.detect_language(audio)
+        return restricted(ranked, options.languages)
 
     def _decode_setup(
         self, options: TranscriptionOptions, temperature: float

@@ -28,7 +28,7 @@ def transcribe_prepared(
     told the seconds of speech done and in all after each batch."""
     detected = _detect(engine, prepared, options)
     if detected is not None:
-        options = options.model_copy(update={"language": detected[0]})
+        options = options.model_copy(update={"language": detected[0], "languages": ()})
     per_chunk: list[list[RawSegment]] = []
     total = sum(chunk.duration for chunk in prepared.chunks)
     done = 0.0
@@ -53,13 +53,14 @@ def _detect(
     engine: Engine, prepared: PreparedAudio, options: TranscriptionOptions
 ) -> tuple[str, float] | None:
     """The file's language, as the served path decides it: once, from the first window of
-    speech on a full 30 s encoder window (None: given, English-only, or no speech)."""
+    speech on a full 30 s encoder window, among ``options.languages`` if it names some
+    (None: given, English-only, or no speech)."""
     if not engine.multilingual or options.language is not None or not prepared.chunks:
         return None
     features = prepared.chunks[0].features
     window = np.zeros((features.shape[0], FULL_WINDOW_FRAMES), dtype=features.dtype)
     window[:, : features.shape[1]] = features[:, :FULL_WINDOW_FRAMES]
-    return engine.detect_language([window])[0]
+    return engine.detect_language([window], options.languages)[0]
 
 
 def transcribe_file(

@@ -120,7 +120,7 @@ class Transcriber:
                 language_probability=probability,
             )
         if detected is not None:
-            options = options.model_copy(update={"language": detected[0]})
+            options = options.model_copy(update={"language": detected[0], "languages": ()})
         per_chunk = await self._run_windows(job, options, decoded, pool, submitted, report)
         transcript = assemble(
             per_chunk,
@@ -137,17 +137,20 @@ class Transcriber:
         self, job: Job, decoded: DecodedAudio, pool: JobPool
     ) -> tuple[str, float] | None:
         """The language of the job's first window of speech (None: it has no speech),
-        decided on a full 30 s encoder window as Whisper's own detection is."""
-        spans = decoded.layout.spans[:1]
+        decided on a full 30 s encoder window as Whisper's own detection is, among the
+        languages its key allows (one allowed language needs no detection)."""
+        spans, among = decoded.layout.spans[:1], job.options.languages
         if not spans:
             return None
+        if len(among) == 1:
+            return among[0], 1.0
         features = self._features(job.options.model)
         chunks = await pool.run(
             functools.partial(chunk_inputs, decoded, spans, features, (CHUNK_SECONDS,))
         )
         pool.handed_on(chunks[0].duration)
         return await self._scheduler.submit_detect(
-            job.id, job.priority, job.options.model, chunks[0], self._deadline(job)
+            job.id, job.priority, job.options.model, chunks[0], self._deadline(job), among
         )
 
     def _features(self, model: str) -> Engine:

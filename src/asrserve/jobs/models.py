@@ -73,6 +73,10 @@ class TranscriptionOptions(BaseModel):
     # a greedy or sampled decode, whose per-step distributions CTranslate2 reports.
     logprobs: bool = False
     chunking: Chunking | None = None  # None: the server's own split ("auto")
+    # No language given, a multilingual model: the language is detected among these only
+    # (the caller's key allows no other; empty: among all). Cleared once it is known, so
+    # that the windows of tenants with different lists still share batches.
+    languages: tuple[str, ...] = ()
 
 
 class JobError(BaseModel):

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import Task, TranscriptionOptions
 from asrserve.live.audio import G711_RATE, INPUT_RATES, PCM16, PCMA, PCMU
@@ -41,13 +42,19 @@ BETA_FORMATS["g711_alaw"] = (G711_RATE, PCMA)
 GA_TYPES = {"audio/pcmu": PCMU, "audio/pcma": PCMA}
 
 
-def default_config(catalog: Catalog) -> SessionConfig:
-    return SessionConfig(options=parse_request({}, catalog).options)
+def default_config(catalog: Catalog, languages: LanguageRule = ANY_LANGUAGE) -> SessionConfig:
+    return SessionConfig(options=parse_request({}, catalog, languages=languages).options)
 
 
-def updated(config: SessionConfig, session: object, catalog: Catalog) -> SessionConfig:
-    """``config`` with what ``session`` (the beta update's object) sets; InvalidRequest
-    naming the field at fault otherwise."""
+def updated(
+    config: SessionConfig,
+    session: object,
+    catalog: Catalog,
+    languages: LanguageRule = ANY_LANGUAGE,
+) -> SessionConfig:
+    """``config`` with what ``session`` (the beta update's object) sets, within the
+    ``languages`` the caller's key allows; InvalidRequest naming the field at fault
+    otherwise."""
     if not isinstance(session, Mapping):
         raise InvalidRequest("session must be an object", param="session")
     changes: dict[str, Any] = {}
@@ -57,7 +64,7 @@ def updated(config: SessionConfig, session: object, catalog: Catalog) -> Session
     if "input_audio_transcription" in session:
         field = session["input_audio_transcription"]
         param = "session.input_audio_transcription"
-        changes["options"] = transcription(field, catalog, param)
+        changes["options"] = transcription(field, catalog, param, languages)
     if "turn_detection" in session:
         changes["turn_detection"] = detection(session["turn_detection"], "session.turn_detection")
     if "input_audio_noise_reduction" in session:
@@ -135,8 +142,11 @@ def audio_format(value: object, param: str) -> tuple[int, str]:
     )
 
 
-def transcription(value: object, catalog: Catalog, param: str) -> TranscriptionOptions:
-    """The decoding options of a transcription object; its ``task`` is ours."""
+def transcription(
+    value: object, catalog: Catalog, param: str, languages: LanguageRule = ANY_LANGUAGE
+) -> TranscriptionOptions:
+    """The decoding options of a transcription object, within the ``languages`` the
+    caller's key allows; its ``task`` is ours."""
     if not isinstance(value, Mapping):
         raise InvalidRequest("the transcription settings are an object", param=param)
     task = TASKS.get(value.get("task") or "transcribe")
@@ -154,7 +164,7 @@ def transcription(value: object, catalog: Catalog, param: str) -> TranscriptionO
             param=f"{param}.task",
             code="translation_unsupported",
         )
-    return parse_request(fields, catalog, task=task).options
+    return parse_request(fields, catalog, task=task, languages=languages).options
 
 
 def detection(value: object, param: str) -> TurnDetection | None:

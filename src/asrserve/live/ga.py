@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
 from asrserve.live import config as shared
 from asrserve.live.audio import PCM16, PCMA
@@ -26,9 +27,15 @@ INPUT = "session.audio.input"
 UNSUPPORTED = ("delay", "keywords", "languages")
 
 
-def updated(config: SessionConfig, session: object, catalog: Catalog) -> SessionConfig:
-    """``config`` with what ``session`` (a GA ``session.update``'s object) sets;
-    InvalidRequest naming the field at fault otherwise."""
+def updated(
+    config: SessionConfig,
+    session: object,
+    catalog: Catalog,
+    languages: LanguageRule = ANY_LANGUAGE,
+) -> SessionConfig:
+    """``config`` with what ``session`` (a GA ``session.update``'s object) sets, within the
+    ``languages`` the caller's key allows; InvalidRequest naming the field at fault
+    otherwise."""
     if not isinstance(session, Mapping):
         raise InvalidRequest("session must be an object", param="session")
     if session.get("type") != "transcription":
@@ -47,7 +54,7 @@ def updated(config: SessionConfig, session: object, catalog: Catalog) -> Session
             )
         given = audio.get("input")
         if given is not None:
-            changes.update(_input(given, catalog))
+            changes.update(_input(given, catalog, languages))
     if "include" in session:
         changes["logprobs"] = shared.include(session["include"])
     return dataclasses.replace(config, **changes)
@@ -76,7 +83,7 @@ def view(session_id: str, config: SessionConfig) -> dict[str, Any]:
     }
 
 
-def _input(given: object, catalog: Catalog) -> dict[str, Any]:
+def _input(given: object, catalog: Catalog, languages: LanguageRule) -> dict[str, Any]:
     if not isinstance(given, Mapping):
         raise InvalidRequest("session.audio.input is an object", param=INPUT)
     changes: dict[str, Any] = {}
@@ -84,7 +91,7 @@ def _input(given: object, catalog: Catalog) -> dict[str, Any]:
         rate, encoding = shared.audio_format(given["format"], f"{INPUT}.format")
         changes.update(input_rate=rate, input_encoding=encoding)
     if "transcription" in given:
-        changes["options"] = _transcription(given["transcription"], catalog)
+        changes["options"] = _transcription(given["transcription"], catalog, languages)
     if "noise_reduction" in given:
         param = f"{INPUT}.noise_reduction"
         changes["noise_reduction"] = shared.noise_reduction(given["noise_reduction"], param)
@@ -94,7 +101,7 @@ def _input(given: object, catalog: Catalog) -> dict[str, Any]:
     return changes
 
 
-def _transcription(value: object, catalog: Catalog) -> Any:
+def _transcription(value: object, catalog: Catalog, languages: LanguageRule) -> Any:
     param = f"{INPUT}.transcription"
     if value is None:
         raise InvalidRequest(
@@ -108,4 +115,4 @@ def _transcription(value: object, catalog: Catalog) -> Any:
                     param=f"{param}.{name}",
                     code="unsupported_parameter",
                 )
-    return shared.transcription(value, catalog, param)
+    return shared.transcription(value, catalog, param, languages)

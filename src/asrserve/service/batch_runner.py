@@ -25,6 +25,7 @@ from asrserve.batch_api.output import split_lines, write_lines
 from asrserve.batch_api.requests import InvalidInput, RequestLine, parse_input
 from asrserve.batch_api.store import BatchStore
 from asrserve.engine.catalog import Catalog
+from asrserve.engine.languages import ANY_LANGUAGE
 from asrserve.errors import AsrError, NotFound, QuotaExceeded
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus
@@ -168,7 +169,8 @@ class BatchRunner:
             await quota.charge(self._service.keys, Principal.of(key, self._settings), seconds)
 
     async def _read_input(self, batch: Batch) -> list[RequestLine]:
-        """The requests, parsed line by line as the file is read (never read whole)."""
+        """The requests, parsed line by line as the file is read (never read whole), each
+        within the languages its owner's key allows."""
         record = await self._files.store.get(batch.input_file_id)
         path = self._files.content_path(batch.input_file_id)
         message = f"the input file '{batch.input_file_id}' no longer exists"
@@ -176,6 +178,8 @@ class BatchRunner:
         if record is None:
             raise gone
         settings = self._settings
+        key = await self._service.keys.get(batch.owner) if batch.owner else None
+        languages = ANY_LANGUAGE if key is None else key.language_rule
 
         def parse() -> list[RequestLine]:
             with path.open("rb") as source:
@@ -185,6 +189,7 @@ class BatchRunner:
                     settings.batch_api_max_requests,
                     settings.batch_api_max_line_bytes,
                     batch.endpoint,
+                    languages,
                 )
 
         try:
