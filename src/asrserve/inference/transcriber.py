@@ -65,7 +65,7 @@ class Transcriber:
         try:
             transcript = await self._transcribe(job, pool, submitted, report)
         finally:
-            residency.end(job.options.model, job.keep_alive, tenant=job.owner is not None)
+            residency.end(job.options.model, job.keep_alive, tenant=job.keep_alive_floor)
         stats.record(pool.audio_seconds, pool.busy_seconds)
         return transcript
 

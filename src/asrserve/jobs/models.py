@@ -161,6 +161,9 @@ class Job(BaseModel):
     progress: Progress | None = None  # None until the running attempt knows its windows
     # How long its model stays loaded after it (s; -1 forever; None: the model's default)
     keep_alive: float | None = None
+    # A tenant's keep_alive: it may keep the model loaded longer than its default, never
+    # release it sooner (another tenant's next request would pay the reload)
+    keep_alive_floor: bool = False
 
 
 def new_job_id() -> str:

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     owner TEXT,
     admitted_s REAL NOT NULL DEFAULT 0,
     progress TEXT,
-    keep_alive REAL
+    keep_alive REAL,
+    keep_alive_floor INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
 CREATE INDEX IF NOT EXISTS jobs_webhook ON jobs (webhook_status);
@@ -50,6 +51,7 @@ ADDED_COLUMNS = (
     ("admitted_s", "REAL NOT NULL DEFAULT 0"),
     ("progress", "TEXT"),
     ("keep_alive", "REAL"),
+    ("keep_alive_floor", "INTEGER NOT NULL DEFAULT 0"),
 )
 INDEXES = "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, status);"
 

@@ -240,6 +240,7 @@ class BatchRunner:
                 owns_audio=False,
                 owner=batch.owner,
                 keep_alive=request.request.keep_alive,
+                keep_alive_floor=batch.owner is not None,  # a key's batch: as a tenant's
             )
             jobs.append(job)
             items.append(item.model_copy(update={"job_id": job.id}))

@@ -91,6 +91,7 @@ class Service:
             deadline_at=None if deadline_s is None else time.time() + deadline_s,
             owner=principal.owner,
             keep_alive=keep_alive,
+            keep_alive_floor=not principal.admin,
         )
         try:
             job = job.model_copy(
