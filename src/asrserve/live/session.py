@@ -96,6 +96,7 @@ class LiveSession:
         self._interim: tuple[asyncio.Future[list[RawSegment]], asyncio.Task[None]] | None = None
         self._last_final: asyncio.Task[None] | None = None
         self._turn: _Turn | None = None
+        self._cut_at: int | None = None  # a cut turn's end, while no speech has followed
         self._previous_item: str | None = None
         self._said = ""  # the latest completed turns' text, which the next decodes follow
         self._received = 0.0  # seconds of audio the client sent (whatever its rate)
@@ -163,7 +164,7 @@ class LiveSession:
     def clear(self) -> None:
         """Drop the open turn's audio."""
         self._cancel_interim()
-        self._turn = None
+        self._turn = self._cut_at = None
         self._pcm.drop_before(self._pcm.end)
         self.events.put_nowait({"type": "input_audio_buffer.cleared"})
 
@@ -201,6 +202,7 @@ class LiveSession:
         if self._detector is not None:  # the words a cut may give the next turn wait
             hold = at + self._longest - int(CUT_SEARCH_S * SAMPLING_RATE)
         self._turn = _Turn(item=f"item_{secrets.token_hex(8)}", start=at, hold_after=hold)
+        self._cut_at = None
         if speech_at is not None:
             self.events.put_nowait(
                 {
@@ -223,10 +225,11 @@ class LiveSession:
 
     async def _follow(self) -> None:
         """Keep the open turn within one window, and its interim text fresh."""
-        turn = self._turn
+        turn = self._turn if self._turn is not None else self._resume()
         if turn is None:
             if self._detector is not None:  # keep only what a turn may start with
-                self._pcm.drop_before(self._pcm.end - self._prefix)
+                keep = self._pcm.end - self._prefix
+                self._pcm.drop_before(keep if self._cut_at is None else min(keep, self._cut_at))
             return
         length = (self._pcm.end - turn.start) / SAMPLING_RATE
         if self._detector is None and length >= self._limits.max_turn_s:
@@ -250,9 +253,22 @@ class LiveSession:
             at = detector.pause(limit - int(CUT_SEARCH_S * SAMPLING_RATE), limit)
             self._emit_stopped(at)
             await self._close(end=at)
-            if not detector.speaking:
+            self._cut_at = at
+            resumed = self._resume()
+            if resumed is None:
                 return
-            turn = self._open(at, speech_at=at)
+            turn = resumed
+
+    def _resume(self) -> _Turn | None:
+        """After a cut, the next turn: from the cut, once speech follows it (the speaker
+        may have stopped there: then no turn, and the VAD's stop ends the wait)."""
+        if self._cut_at is None or self._detector is None:
+            return None
+        if not self._detector.speaking:
+            self._cut_at = None
+            return None
+        speech = self._detector.speech_since(self._cut_at)
+        return None if speech is None else self._open(self._cut_at, speech_at=speech)
 
     async def _close(self, end: int | None = None) -> None:
         """Commit the open turn: its audio up to ``end`` (the newest sample if None)."""

@@ -111,6 +111,15 @@ class TurnDetector:
         edges = (self._rules.push(float(p)) for p in probabilities)
         return [edge for edge in edges if edge is not None]
 
+    def speech_since(self, at: int) -> int | None:
+        """The start of the first window from sample ``at`` on that is speech, if any."""
+        first = max(-(-at // WINDOW), self._windows - len(self._trail))
+        offset = self._windows - len(self._trail)
+        for index in range(first, self._windows):
+            if self._trail[index - offset] >= self._rules.rules.threshold:
+                return index * WINDOW
+        return None
+
     def pause(self, start: int, end: int) -> int:
         """Where to cut between samples ``start`` and ``end``: the best pause of the windows
         heard there (``end`` itself if none were)."""
