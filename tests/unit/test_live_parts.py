@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asrserve.audio.vad import WINDOW
+from asrserve.audio.vad import WINDOW, SileroStream
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
@@ -15,7 +15,15 @@ from asrserve.live.agreement import Agreement, completed
 from asrserve.live.audio import PcmInput
 from asrserve.live.buffer import PcmBuffer
 from asrserve.live.errors import LiveError
-from asrserve.live.turns import Edge, TurnDetection, TurnEdge, TurnRules, best_pause
+from asrserve.live.turns import (
+    TRAIL_WINDOWS,
+    Edge,
+    TurnDetection,
+    TurnDetector,
+    TurnEdge,
+    TurnRules,
+    best_pause,
+)
 
 
 def edges(rules: TurnDetection, probabilities: list[float]) -> list[TurnEdge]:
@@ -108,6 +116,33 @@ def test_a_long_turn_is_cut_at_its_quietest_stretch() -> None:
     speech[40] = 0.01  # a lone quiet window inside a word: not a pause
     cut = best_pause(speech, first=100)
     assert cut == (100 + 21) * WINDOW + WINDOW // 2  # the middle of the gap
+
+
+class ScriptedVad(SileroStream):
+    """Speech probabilities from a script, one per whole window fed."""
+
+    def __init__(self, probabilities: list[float]) -> None:
+        self.script = probabilities
+
+    def feed(self, audio: np.ndarray) -> np.ndarray:
+        count = audio.shape[0] // WINDOW
+        found, self.script = self.script[:count], self.script[count:]
+        return np.array(found, dtype=np.float32)
+
+
+def test_the_detector_finds_pauses_and_speech_by_session_sample() -> None:
+    """More windows than the detector keeps: it still addresses them from the session's
+    first sample, and looks only at those it kept."""
+    windows = TRAIL_WINDOWS + 100
+    script = [0.9] * windows
+    script[windows - 20 : windows - 17] = [0.05] * 3  # a gap 20 windows before the end
+    detector = TurnDetector(TurnDetection(), ScriptedVad(script))
+    detector.feed(np.zeros(windows * WINDOW, dtype=np.float32))
+    gap = windows - 20
+    assert detector.pause((gap - 10) * WINDOW, (gap + 10) * WINDOW) == (gap + 1) * WINDOW + 256
+    assert detector.pause(0, windows * WINDOW) == (gap + 1) * WINDOW + 256  # the kept ones
+    assert detector.speech_since(gap * WINDOW) == (gap + 3) * WINDOW
+    assert detector.speech_since(windows * WINDOW) is None  # nothing heard after the end
 
 
 def test_the_buffer_keeps_what_is_asked_for_by_index() -> None:

@@ -94,8 +94,8 @@ def best_pause(probabilities: np.ndarray, first: int) -> int:
 class TurnDetector:
     """Audio in, turn edges out (the model runs in the caller's thread)."""
 
-    def __init__(self, rules: TurnDetection) -> None:
-        self._stream = SileroStream()
+    def __init__(self, rules: TurnDetection, stream: SileroStream | None = None) -> None:
+        self._stream = stream or SileroStream()
         self._rules = TurnRules(rules)
         self._trail: deque[float] = deque(maxlen=TRAIL_WINDOWS)  # the latest probabilities
         self._windows = 0  # windows seen: the trail ends with window ``_windows - 1``
