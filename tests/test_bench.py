@@ -188,7 +188,8 @@ def test_bench_stream_scenario(corpus: list[Clip], tmp_path: Path) -> None:
 
 def test_bench_live_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     """``--live 2``: two sessions at once replaying the clips at real-time pace for 8 s:
-    their turns complete, and the report gives the delays, batches and WER."""
+    their turns complete, and the report gives the delays, batches and WER, the word lag,
+    and the deltas joined against the completed turns (equal: no delta is taken back)."""
     common, report = bench_command(corpus, tmp_path)
     done = run_bench([*common, "live", "2", "--live-seconds", "8", "--policies", "greedy"])
     live = json.loads(report.read_text())["live"]
@@ -196,6 +197,8 @@ def test_bench_live_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     assert row["sessions"] == 2 and row["errors"] == 0 and row["unfinished"] == 0, row
     assert row["turns"] >= 2 and 0 < row["turn_p50_s"] <= row["turn_p95_s"]
     assert row["wer"] <= 0.5 and 0 < row["busy_fraction"] < 1
+    assert row["delta_wer"] == 0.0, row
+    assert row["words_timed"] > 0 and 0 < row["word_lag_p50_s"] <= row["word_lag_p95_s"], row
     largest = live["policies"]["greedy"]["largest_n"]
     assert largest == (2 if row["turn_p95_s"] <= 1.5 else 0)
     assert "largest N within the target" in done.stdout

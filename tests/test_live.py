@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from asrserve.audio.decode import decode
-from asrserve.bench.corpus import Clip
+from asrserve.bench.corpus import SENTENCES, Clip
 from asrserve.bench.live import pcm16
 from asrserve.bench.wer import wer
 from tests.support.realtime_types import beta_event
@@ -27,13 +29,15 @@ Event = dict[str, Any]
 # A turn longer than this gets interim text before it completes: interim decodes come every
 # second of new audio (ASRSERVE_LIVE_INTERIM_S), and two in a row that agree make a delta.
 INTERIM_AFTER_MS = 2000
+MAX_TURN_MS = 15000  # ASRSERVE_LIVE_MAX_TURN_S's default
 
 
 def session(server: Server) -> ClientConnection:
     """A session in OpenAI's beta shape, as its beta clients ask for it."""
     url = server.url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
     beta = {"OpenAI-Beta": "realtime=v1"}
-    return connect(url, additional_headers=beta, open_timeout=10, close_timeout=5)
+    # the replay reads no event until it is done: an unbounded queue keeps pongs flowing
+    return connect(url, additional_headers=beta, open_timeout=10, close_timeout=5, max_queue=None)
 
 
 def append(audio: bytes) -> str:
@@ -79,7 +83,8 @@ def live_text(server: Server, samples: np.ndarray, rate: int, frame_ms: int) -> 
 
 def check_turns(events: list[Event]) -> list[str]:
     """The completed transcripts, after checking each turn's events tell one story (and
-    each is the beta client's type of its kind)."""
+    each is the beta client's type of its kind): a turn's deltas, joined, are its completed
+    transcript (a word shown is never taken back)."""
     for event in events:
         beta_event(event)
     started = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.speech_started"]
@@ -88,8 +93,11 @@ def check_turns(events: list[Event]) -> list[str]:
     done = [e for e in events if e["type"].endswith("input_audio_transcription.completed")]
     assert started == stopped == committed == [e["item_id"] for e in done], events
     assert len({e["event_id"] for e in events}) == len(events)  # every event numbered once
+    shown = dict.fromkeys(started, "")
     for delta in (e for e in events if e["type"].endswith("transcription.delta")):
         assert delta["item_id"] in started and delta["delta"].strip()
+        shown[delta["item_id"]] += delta["delta"]
+    assert list(shown.values()) == [e["transcript"] for e in done], events
     return [e["transcript"] for e in done]
 
 
@@ -176,3 +184,29 @@ def test_a_session_ends_clients_that_break_the_rules(server: Server) -> None:
     with connect(url, open_timeout=10) as ws:  # not ?intent=transcription
         error = json.loads(ws.recv(timeout=10))
         assert error["type"] == "error" and error["error"]["code"] == "invalid_intent"
+
+
+def test_a_speaker_who_never_pauses_is_cut_at_pauses(server: Server, tmp_path: Path) -> None:
+    """40 s of espeak-ng sentences without a pause as long as ``silence_duration_ms`` (its
+    longest is under 0.5 s): server VAD never ends the turn, so it is cut at its best pause
+    every ``ASRSERVE_LIVE_MAX_TURN_S`` (15 s). Each turn's speech is at most that long (plus
+    one 100 ms frame: the length is checked after each append); each cut falls in a pause
+    (espeak-ng's pauses are silent: the 100 ms around the cut is) and the next turn's speech
+    starts after it; the turns, joined, are the text (a mid-word cut would break words); each
+    turn's deltas, joined, are its transcript."""
+    wav = tmp_path / "talker.wav"
+    text = " ".join(SENTENCES[:14])
+    subprocess.run(["espeak-ng", "-v", "en-us", "-s", "160", "-w", str(wav), text], check=True)
+    samples = decode(wav, 120)
+    events = live_text(server, samples, 24000, 100)
+    turns = check_turns(events)
+    starts = [e["audio_start_ms"] for e in events if e["type"].endswith("speech_started")]
+    ends = [e["audio_end_ms"] for e in events if e["type"].endswith("speech_stopped")]
+    assert len(turns) == 3, (turns, starts, ends)  # 40 s: two cuts
+    assert all(end - start <= MAX_TURN_MS + 100 for start, end in zip(starts, ends, strict=True))
+    cuts = ends[:-1]
+    assert all(cut <= start for cut, start in zip(cuts, starts[1:], strict=True))
+    around = [samples[cut * 16 - 800 : cut * 16 + 800] for cut in cuts]
+    loudness = [float(np.sqrt(np.mean(piece**2))) for piece in around]
+    assert max(loudness) <= 0.01 * float(np.sqrt(np.mean(samples**2))), (cuts, loudness)
+    assert wer([text], [" ".join(turns)]) <= 0.15, turns

@@ -1,11 +1,15 @@
 """The live bench's view of a session: which turns still wait for their final text, so a
-session waits for late turns instead of leaving them out of the delays."""
+session waits for late turns instead of leaving them out of the delays; when each spoken
+word was first shown."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from asrserve.bench.live import SessionLog, _Events
+from asrserve.bench.live_words import spoken_words, word_lags
 
 
 def test_a_session_is_settled_once_every_started_turn_has_ended() -> None:
@@ -28,3 +32,29 @@ def test_a_session_is_settled_once_every_started_turn_has_ended() -> None:
         )
 
     asyncio.run(main())
+
+
+def test_a_words_lag_runs_from_its_end_to_the_first_delta_holding_it() -> None:
+    spoken = spoken_words(
+        [
+            {"word": "Ask", "start": 0.0, "end": 0.4},
+            {"word": "not,", "start": 0.4, "end": 0.9},
+            {"word": "what", "start": 1.0, "end": 1.3},
+            {"word": "your", "start": 1.3, "end": 1.5},
+        ],
+        offset=10.0,
+    )
+    # "what" was heard as "who": it lines up with nothing and has no lag
+    shown = [(11.5, "ask not"), (12.0, " who your")]
+    assert word_lags(shown, spoken) == pytest.approx([1.1, 0.6, 0.5])
+
+
+def test_delta_words_before_the_commit_count_as_shown_early() -> None:
+    events = _Events(SessionLog(), start=0.0)
+    delta = "conversation.item.input_audio_transcription.delta"
+    events.on({"type": "input_audio_buffer.speech_started", "item_id": "a"})
+    events.on({"type": delta, "item_id": "a", "delta": "the quick", "audio_end_ms": 0})
+    events.on({"type": "input_audio_buffer.committed", "item_id": "a"})
+    events.on({"type": delta, "item_id": "a", "delta": " brown fox", "audio_end_ms": 0})
+    assert events.log.early == 2
+    assert [text for _, text in events.log.shown["a"]] == ["the quick", " brown fox"]

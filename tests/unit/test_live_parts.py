@@ -6,16 +6,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asrserve.audio.vad import WINDOW
+from asrserve.audio.vad import WINDOW, SileroStream
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.live import config as live_config
-from asrserve.live.agreement import Agreement
+from asrserve.live.agreement import Agreement, completed
 from asrserve.live.audio import PcmInput
 from asrserve.live.buffer import PcmBuffer
 from asrserve.live.errors import LiveError
-from asrserve.live.turns import Edge, TurnDetection, TurnEdge, TurnRules
+from asrserve.live.turns import (
+    TRAIL_WINDOWS,
+    Edge,
+    TurnDetection,
+    TurnDetector,
+    TurnEdge,
+    TurnRules,
+    best_pause,
+)
 
 
 def edges(rules: TurnDetection, probabilities: list[float]) -> list[TurnEdge]:
@@ -60,6 +68,81 @@ def test_an_empty_decode_leaves_the_hypothesis_it_follows() -> None:
     assert agreement.delta("birds were") == ""
     assert agreement.delta("") == ""
     assert agreement.delta("birds were singing") == "birds were"
+
+
+def test_words_of_audio_past_the_hold_wait() -> None:
+    """A long turn is about to be cut before sample 1000: words agreed by decodes of audio
+    past it may go to the next turn, so they are not shown in this one."""
+    agreement = Agreement(hold_after=1000)
+    assert agreement.delta("so we", end=800) == ""
+    assert agreement.delta("so we went on", end=1000) == "so we"  # heard by 800 samples
+    assert agreement.delta("so we went on and", end=1200) == " went on"  # heard by 1000
+    assert agreement.delta("so we went on and on", end=1400) == ""  # heard by 1200: held
+    assert agreement.sent == "so we went on"
+
+
+@pytest.mark.parametrize(
+    ("sent", "final", "text"),
+    [
+        # the final decode agrees and goes on: its words after the sent ones are added
+        (
+            "And so my fellow",
+            "And so, my fellow Americans, ask not",
+            "And so my fellow Americans, ask not",
+        ),
+        # it heard the first sent word differently: the sent word stays, nothing repeats
+        (
+            "Birds were singing",
+            "Words were singing in the trees.",
+            "Birds were singing in the trees.",
+        ),
+        # it heard the last sent word differently: its place is skipped
+        ("my fellow American", "my fellow Americans, ask not", "my fellow American ask not"),
+        # a common word further on is not taken for a sent one
+        ("the cat", "A cat sat on the mat.", "the cat sat on the mat."),
+        # it heard less than was sent: what was sent stays
+        ("we choose to go", "We choose.", "we choose to go"),
+        # nothing sent: the final decode's text
+        ("", " Ask not. ", "Ask not."),
+    ],
+)
+def test_the_completed_text_starts_with_the_sent_words(sent: str, final: str, text: str) -> None:
+    assert completed(sent, final) == text
+
+
+def test_a_long_turn_is_cut_at_its_quietest_stretch() -> None:
+    speech = np.full(60, 0.9, dtype=np.float32)
+    speech[20:23] = 0.05  # a 96 ms gap between words
+    speech[40] = 0.01  # a lone quiet window inside a word: not a pause
+    cut = best_pause(speech, first=100)
+    assert cut == (100 + 21) * WINDOW + WINDOW // 2  # the middle of the gap
+
+
+class ScriptedVad(SileroStream):
+    """Speech probabilities from a script, one per whole window fed."""
+
+    def __init__(self, probabilities: list[float]) -> None:
+        self.script = probabilities
+
+    def feed(self, audio: np.ndarray) -> np.ndarray:
+        count = audio.shape[0] // WINDOW
+        found, self.script = self.script[:count], self.script[count:]
+        return np.array(found, dtype=np.float32)
+
+
+def test_the_detector_finds_pauses_and_speech_by_session_sample() -> None:
+    """More windows than the detector keeps: it still addresses them from the session's
+    first sample, and looks only at those it kept."""
+    windows = TRAIL_WINDOWS + 100
+    script = [0.9] * windows
+    script[windows - 20 : windows - 17] = [0.05] * 3  # a gap 20 windows before the end
+    detector = TurnDetector(TurnDetection(), ScriptedVad(script))
+    detector.feed(np.zeros(windows * WINDOW, dtype=np.float32))
+    gap = windows - 20
+    assert detector.pause((gap - 10) * WINDOW, (gap + 10) * WINDOW) == (gap + 1) * WINDOW + 256
+    assert detector.pause(0, windows * WINDOW) == (gap + 1) * WINDOW + 256  # the kept ones
+    assert detector.speech_since(gap * WINDOW) == (gap + 3) * WINDOW
+    assert detector.speech_since(windows * WINDOW) is None  # nothing heard after the end
 
 
 def test_the_buffer_keeps_what_is_asked_for_by_index() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,13 +14,14 @@ import pytest
 
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
+from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard
 from asrserve.errors import QuotaExceeded
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.live.decoder import LiveDecoder
 from asrserve.live.errors import LiveError
 from asrserve.live.session import LiveLimits, LiveSession, SessionConfig
 from asrserve.settings import Settings
-from tests.support.fakes import FakeEngine, chunk
+from tests.support.fakes import FakeEngine, chunk, raw_segment
 
 MANUAL = SessionConfig(options=TranscriptionOptions(), turn_detection=None, input_rate=16000)
 PATIENT = LiveLimits(interim_deadline_s=60.0, final_deadline_s=60.0)
@@ -88,13 +89,15 @@ def test_a_committed_turn_completes_with_its_text() -> None:
 
     _, events = run(body)
     types = [event["type"] for event in events]
-    assert types[-3:] == [
+    assert types[-4:] == [
         "input_audio_buffer.committed",
+        "conversation.item.input_audio_transcription.delta",  # what no interim showed
         "conversation.item.input_audio_transcription.completed",
         "charged",
     ], types
     completed = events[-2]
-    assert completed["transcript"] == "2.5" and completed["item_id"] == events[-3]["item_id"]
+    assert completed["transcript"] == "2.5" and completed["item_id"] == events[-4]["item_id"]
+    assert events[-3]["delta"] == "2.5" and events[-3]["item_id"] == events[-4]["item_id"]
     assert events[-1]["seconds"] == [2.0, 2.0]  # 2 s at open, 2 s more once 2.5 s arrived
 
 
@@ -156,6 +159,43 @@ def test_a_turn_the_engine_fails_on_is_failed_and_the_session_goes_on() -> None:
     assert failed[0]["error"]["code"] == "internal_error"
     assert completed[0]["transcript"] == "2.5"
     assert not [e for e in events if e["type"] == "error"]  # a turn's failure is not the session's
+
+
+class ScriptedEngine(FakeEngine):
+    """Decodes the n-th window to the n-th text of its script."""
+
+    def __init__(self, script: list[str]) -> None:
+        super().__init__()
+        self.script = script
+
+    def transcribe_batch(
+        self,
+        chunks: Sequence[ChunkInput],
+        options: TranscriptionOptions,
+        settled: Settled = unheard,
+    ) -> list[list[RawSegment]]:
+        super().transcribe_batch(chunks, options, settled)
+        return [[raw_segment(0.0, c.duration, " " + self.script.pop(0))] for c in chunks]
+
+
+def test_sent_words_stay_when_the_final_decode_disagrees() -> None:
+    """Interim decodes agree on "the quick", then disagree; the final decode heard "A
+    quick…": the completed text keeps the sent words and adds the final decode's rest, which
+    goes out as one last delta, so the deltas joined are the completed text."""
+    script = ["the quick", "the quick brown", "the quack brown fox", "A quick brown fox jumps."]
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        wall.now = 10.0
+        for _ in range(3):
+            await session.append(pcm(1.0))
+            await session.drain()  # each interim runs (none replaces another)
+        await session.commit()
+
+    engine, events = run(body, engine=ScriptedEngine(script))
+    deltas = [e["delta"] for e in events if e["type"].endswith("transcription.delta")]
+    done = [e["transcript"] for e in events if e["type"].endswith("transcription.completed")]
+    assert (deltas, done) == (["the quick", " brown fox jumps."], ["the quick brown fox jumps."])
+    assert engine.batches == [[1.0], [2.0], [3.0], [3.0]]
 
 
 def test_a_newer_interim_replaces_one_no_device_has_started() -> None:

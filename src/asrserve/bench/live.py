@@ -7,8 +7,12 @@ file) at real-time pace in 100 ms frames of 24 kHz PCM16, as OpenAI's clients se
 completed turn (from the end of its speech, where the server's VAD puts it, ``audio_end_ms``,
 to its ``completed`` event), of each interim delta (from the end of the audio it was decoded
 from), the mean batch size and the devices' busy fraction over the run (``/v1/scheduler``),
-errors, and the completed turns' WER against the files' references. The answer per policy:
-the largest N whose completed-turn p95 is at most ``TARGET_P95_S``, without errors.
+errors, and the completed turns' WER against the files' references. Per word
+(``bench/live_words.py``): the lag from its end in the audio (its word timestamp in a
+whole-file decode of its clip) to the first delta that held it; and the deltas, joined, against
+the completed turns (WER; 0 when no delta was taken back), with the share of the completed
+words shown before their turn was committed. The answer per policy: the largest N whose
+completed-turn p95 is at most ``TARGET_P95_S``, without errors.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import numpy as np
 from websockets.asyncio.client import connect
 
 from asrserve.audio.decode import decode
+from asrserve.bench.live_words import SpokenWord, spoken_words, word_lags
 from asrserve.bench.load import AudioFile
 from asrserve.bench.runner import policy_env
 from asrserve.bench.wer import wer
@@ -48,22 +53,51 @@ class SessionLog:
     errors: list[str] = field(default_factory=list)
     heard: list[str] = field(default_factory=list)
     said: list[str] = field(default_factory=list)
+    spoken: list[SpokenWord] = field(default_factory=list)  # the words fed, with their ends
+    shown: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # deltas per turn
+    early: int = 0  # delta words that arrived before their turn was committed
     unfinished: int = 0  # turns started whose final text had not come LATE_S after the rest
 
 
-def program(files: list[AudioFile], first: int, seconds: float) -> tuple[bytes, list[str]]:
+@dataclass
+class Program:
+    audio: bytes  # 24 kHz PCM16
+    said: list[str]  # the references of the files it holds
+    spoken: list[SpokenWord]  # their words, where they end in ``audio``
+
+
+def program(
+    files: list[AudioFile], first: int, seconds: float, words: dict[Path, list[dict[str, Any]]]
+) -> Program:
     """A session's audio: files from ``first`` on, joined with gaps, at least ``seconds``
-    long, as 24 kHz PCM16; and the references of the files it holds."""
-    pieces, said, length, index = [], [], 0.0, first
+    long; ``words``: each file's words as a whole-file decode timed them."""
+    pieces, said, spoken, length, index = [], [], [], 0.0, first
     gap = np.zeros(int(GAP_S * 16000), dtype=np.float32)
     while length < seconds:
         file = files[index % len(files)]
         samples = decode(file.path, 1e9)
         pieces += [samples, gap]
         said.append(file.reference or "")
+        spoken += spoken_words(words.get(file.path, []), length)
         length += samples.shape[0] / 16000 + GAP_S
         index += 1
-    return pcm16(np.concatenate(pieces), RATE), said
+    return Program(pcm16(np.concatenate(pieces), RATE), said, spoken)
+
+
+def file_words(url: str, files: list[AudioFile]) -> dict[Path, list[dict[str, Any]]]:
+    """Each file's words with their times, from one whole-file decode by the server."""
+    form = {"response_format": "verbose_json", "timestamp_granularities[]": "word"}
+    found = {}
+    for file in files:
+        answer = httpx.post(
+            f"{url}/v1/audio/transcriptions",
+            files={"file": (file.path.name, file.data)},
+            data=form,
+            timeout=300,
+        )
+        answer.raise_for_status()
+        found[file.path] = answer.json()["words"]
+    return found
 
 
 def pcm16(samples: np.ndarray, rate: int) -> bytes:
@@ -86,6 +120,7 @@ class _Events:
         self.log, self.start = log, start
         self.ends: dict[str, float] = {}  # a stopped turn's end of speech, s into the session
         self.opened: set[str] = set()  # turns started whose final text has not come
+        self.committed: set[str] = set()  # turns gone to their final decode
         self.settled = asyncio.Event()  # set while no turn is open
         self.settled.set()
 
@@ -100,6 +135,11 @@ class _Events:
             log.turns.append(now - self.ends[event["item_id"]])
         elif kind.endswith("input_audio_transcription.delta"):
             log.deltas.append(now - event["audio_end_ms"] / 1000)
+            log.shown.setdefault(event["item_id"], []).append((now, event["delta"]))
+            if event["item_id"] not in self.committed:
+                log.early += len(event["delta"].split())
+        elif kind == "input_audio_buffer.committed":
+            self.committed.add(event["item_id"])
         if kind in ("error", "conversation.item.input_audio_transcription.failed"):
             log.errors.append(json.dumps(event)[:200])
         if kind.endswith(("transcription.completed", "transcription.failed")):
@@ -110,8 +150,8 @@ class _Events:
             self.settled.set()
 
 
-async def run_session(url: str, audio: bytes, said: list[str], delay: float) -> SessionLog:
-    log = SessionLog(said=said)
+async def run_session(url: str, plan: Program, delay: float) -> SessionLog:
+    log, audio = SessionLog(said=plan.said, spoken=plan.spoken), plan.audio
     await asyncio.sleep(delay)  # staggered starts, as real sessions are
     ws_url = url.replace("http://", "ws://", 1) + "/v1/realtime?intent=transcription"
     async with connect(ws_url, max_size=None) as ws:
@@ -138,9 +178,9 @@ async def run_session(url: str, audio: bytes, said: list[str], delay: float) -> 
     return log
 
 
-async def _sessions(url: str, programs: list[tuple[bytes, list[str]]]) -> list[SessionLog]:
+async def _sessions(url: str, programs: list[Program]) -> list[SessionLog]:
     spread = [i * 2.0 / max(len(programs), 1) for i in range(len(programs))]
-    runs = [run_session(url, a, s, d) for (a, s), d in zip(programs, spread, strict=True)]
+    runs = [run_session(url, p, d) for p, d in zip(programs, spread, strict=True)]
     return list(await asyncio.gather(*runs))
 
 
@@ -148,8 +188,20 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 3) if values else None
 
 
-def measure_n(url: str, files: list[AudioFile], n: int, seconds: float) -> dict[str, Any]:
-    programs = [program(files, i * 3, seconds) for i in range(n)]
+def _shown(log: SessionLog) -> list[tuple[float, str]]:
+    """The session's deltas, turn after turn (a turn's last delta may come after the next
+    turn's first), each with its arrival."""
+    return [delta for deltas in log.shown.values() for delta in deltas]
+
+
+def measure_n(
+    url: str,
+    files: list[AudioFile],
+    n: int,
+    seconds: float,
+    words: dict[Path, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    programs = [program(files, i * 3, seconds, words) for i in range(n)]
     before = httpx.get(f"{url}/v1/scheduler", timeout=30).json()
     started = time.monotonic()
     logs = asyncio.run(_sessions(url, programs))
@@ -162,6 +214,9 @@ def measure_n(url: str, files: list[AudioFile], n: int, seconds: float) -> dict[
     deltas = [d for log in logs for d in log.deltas]
     heard = [" ".join(log.heard) for log in logs]
     said = [" ".join(log.said) for log in logs]
+    shown = ["".join(text for _, text in _shown(log)) for log in logs]
+    lags = [lag for log in logs for lag in word_lags(_shown(log), log.spoken)]
+    completed_words = sum(len(text.split()) for text in heard)
     return {
         "sessions": n,
         "turns": len(turns),
@@ -176,6 +231,13 @@ def measure_n(url: str, files: list[AudioFile], n: int, seconds: float) -> dict[
         "mean_batch": round(items / batches, 3) if batches else None,
         "busy_fraction": round(busy / (wall * len(after["device_busy_seconds"])), 3),
         "wer": round(wer(said, heard), 4),
+        "word_lag_p50_s": _percentile(lags, 50),
+        "word_lag_p95_s": _percentile(lags, 95),
+        "words_timed": len(lags),
+        "delta_wer": round(wer(heard, shown), 4),
+        "shown_early": round(sum(log.early for log in logs) / completed_words, 3)
+        if completed_words
+        else None,
     }
 
 
@@ -199,8 +261,9 @@ def measure_live(
         server = ServerProcess(folder / policy / "data", env=server_env).start(timeout=180)
         rows = []
         try:
+            words = file_words(server.url, files)
             for n in counts:
-                row = measure_n(server.url, files, n, seconds)
+                row = measure_n(server.url, files, n, seconds, words)
                 print(f"{policy} {live_row(row)}", flush=True)
                 rows.append(row)
         finally:
@@ -221,7 +284,10 @@ def live_row(row: dict[str, Any]) -> str:
         f"{row['errors']} errors, "
         f"turn p50/p95 {row['turn_p50_s']}/{row['turn_p95_s']} s, "
         f"delta p50/p95 {row['delta_p50_s']}/{row['delta_p95_s']} s ({row['deltas']}), "
-        f"batch {row['mean_batch']}, busy {row['busy_fraction']}, WER {row['wer']}"
+        f"batch {row['mean_batch']}, busy {row['busy_fraction']}, WER {row['wer']}, "
+        f"word lag p50/p95 {row['word_lag_p50_s']}/{row['word_lag_p95_s']} s "
+        f"({row['words_timed']}), deltas vs completed WER {row['delta_wer']}, "
+        f"shown before commit {row['shown_early']}"
     )
 
 

@@ -5,7 +5,10 @@ starts and closes when it stops, without it the client commits the buffer. While
 open, its audio so far is decoded again every ``interim_s`` of new audio (an interim decode,
 whose agreed words go out as deltas); a newer interim replaces one that no device has started
 yet, and one that cannot start within its deadline is dropped. When the turn closes, it is
-decoded once more (the final decode) and its text goes out as the completed transcript.
+decoded once more (the final decode) and its text goes out as the completed transcript,
+which starts with the deltas already sent (the words the final decode adds go out as one
+last delta first: a turn's deltas, joined, are its transcript). A turn with server VAD that
+outlasts its longest is cut at its best pause, and the speech goes on as the next turn.
 Server events are put on :attr:`LiveSession.events` as dicts in OpenAI's realtime shapes,
 without ``event_id`` (the edge numbers them).
 """
@@ -29,7 +32,7 @@ from asrserve.engine.base import SAMPLING_RATE, RawSegment
 from asrserve.errors import AsrError, DeadlineExceeded, InternalError
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.live import events
-from asrserve.live.agreement import Agreement
+from asrserve.live.agreement import Agreement, completed
 from asrserve.live.audio import PCM16, PcmInput
 from asrserve.live.buffer import PcmBuffer
 from asrserve.live.decoder import LiveDecoder, text_of
@@ -43,6 +46,9 @@ INTERIM_BEAM = 1  # interim text is a preview: greedy decoding, a fraction of be
 # open (a key with less left is refused), then whenever what was received passes what was
 # charged. Interim text is served on audio already paid for, committed or not.
 CHARGE_STEP_S = 2.0
+# A turn outlasting its longest (``max_turn_s``) is cut at the quietest point of its last
+# seconds, this many; deltas hold back the words of that stretch, which may go to the next turn.
+CUT_SEARCH_S = 3.0
 log = logging.getLogger(__name__)
 
 
@@ -52,6 +58,7 @@ class LiveLimits:
     interim_deadline_s: float = 1.0  # an interim no device started by then is dropped
     final_deadline_s: float = 10.0  # a turn's final decode must start by then
     max_turn_s: float = 29.0  # a turn this long is closed (one window holds it)
+    long_turn_s: float = 15.0  # with server VAD, a turn this long is cut at its best pause
     burst_s: float = 10.0  # how far ahead of real time a client may send
     max_append_s: float = 10.0  # audio in one append
 
@@ -65,6 +72,7 @@ class SessionConfig:
     # accepted and shown, not applied: {"type": "near_field" | "far_field", ...} or None
     noise_reduction: dict[str, Any] | None = None
     logprobs: bool = False  # include: ["item.input_audio_transcription.logprobs"]
+    max_turn_s: float | None = None  # a server-VAD turn's longest; None: ``long_turn_s``
 
 
 def _ms(samples: int) -> int:
@@ -93,6 +101,7 @@ class LiveSession:
         self._interim: tuple[asyncio.Future[list[RawSegment]], asyncio.Task[None]] | None = None
         self._last_final: asyncio.Task[None] | None = None
         self._turn: _Turn | None = None
+        self._cut_at: int | None = None  # a cut turn's end, while no speech has followed
         self._previous_item: str | None = None
         self._said = ""  # the latest completed turns' text, which the next decodes follow
         self._received = 0.0  # seconds of audio the client sent (whatever its rate)
@@ -160,7 +169,7 @@ class LiveSession:
     def clear(self) -> None:
         """Drop the open turn's audio."""
         self._cancel_interim()
-        self._turn = None
+        self._turn = self._cut_at = None
         self._pcm.drop_before(self._pcm.end)
         self.events.put_nowait({"type": "input_audio_buffer.cleared"})
 
@@ -187,8 +196,18 @@ class LiveSession:
         edges = self._detector.feed(samples) if self._detector is not None else []
         return samples, edges
 
-    def _open(self, at: int, speech_at: int | None) -> None:
-        self._turn = _Turn(item=f"item_{secrets.token_hex(8)}", start=at)
+    @property
+    def _longest(self) -> int:
+        """Samples a server-VAD turn may hold before it is cut at its best pause."""
+        seconds = self.config.max_turn_s or self._limits.long_turn_s
+        return int(min(seconds, self._limits.max_turn_s) * SAMPLING_RATE)
+
+    def _open(self, at: int, speech_at: int | None) -> _Turn:
+        hold = None
+        if self._detector is not None:  # the words a cut may give the next turn wait
+            hold = at + self._longest - int(CUT_SEARCH_S * SAMPLING_RATE)
+        self._turn = _Turn(item=f"item_{secrets.token_hex(8)}", start=at, hold_after=hold)
+        self._cut_at = None
         if speech_at is not None:
             self.events.put_nowait(
                 {
@@ -197,6 +216,7 @@ class LiveSession:
                     "item_id": self._turn.item,
                 }
             )
+        return self._turn
 
     def _emit_stopped(self, at: int) -> None:
         assert self._turn is not None
@@ -210,34 +230,62 @@ class LiveSession:
 
     async def _follow(self) -> None:
         """Keep the open turn within one window, and its interim text fresh."""
-        turn = self._turn
+        turn = self._turn if self._turn is not None else self._resume()
         if turn is None:
             if self._detector is not None:  # keep only what a turn may start with
-                self._pcm.drop_before(self._pcm.end - self._prefix)
+                keep = self._pcm.end - self._prefix
+                self._pcm.drop_before(keep if self._cut_at is None else min(keep, self._cut_at))
             return
         length = (self._pcm.end - turn.start) / SAMPLING_RATE
-        if length >= self._limits.max_turn_s:
-            if self._detector is None:
-                raise LiveError(
-                    f"commit the input audio buffer at least every {self._limits.max_turn_s:g} s",
-                    code="input_audio_buffer_too_long",
-                    fatal=True,
-                )
-            await self._close()  # a turn that long goes on as the next one
-            if self._detector.speaking:
-                self._open(self._pcm.end, speech_at=self._pcm.end)
+        if self._detector is None and length >= self._limits.max_turn_s:
+            raise LiveError(
+                f"commit the input audio buffer at least every {self._limits.max_turn_s:g} s",
+                code="input_audio_buffer_too_long",
+                fatal=True,
+            )
+        if self._detector is not None and self._pcm.end - turn.start >= self._longest:
+            await self._cut(turn, self._detector)
             return
         if (self._pcm.end - turn.decoded) / SAMPLING_RATE >= self._limits.interim_s:
             turn.decoded = self._pcm.end
             await self._submit_interim(turn, self._pcm.since(turn.start))
 
-    async def _close(self) -> None:
+    async def _cut(self, turn: _Turn, detector: TurnDetector) -> None:
+        """Commit a turn at its longest at the best pause of its last seconds; the speech
+        after the pause goes on as the next turn (a speaker who never stops)."""
+        while self._pcm.end - turn.start >= self._longest:
+            limit = turn.start + self._longest
+            at = detector.pause(limit - int(CUT_SEARCH_S * SAMPLING_RATE), limit)
+            self._emit_stopped(at)
+            await self._close(end=at)
+            self._cut_at = at
+            resumed = self._resume()
+            if resumed is None:
+                return
+            turn = resumed
+
+    def _resume(self) -> _Turn | None:
+        """After a cut, the next turn: from the cut, once speech follows it (the speaker
+        may have stopped there: then no turn, and the VAD's stop ends the wait)."""
+        if self._cut_at is None or self._detector is None:
+            return None
+        if not self._detector.speaking:
+            self._cut_at = None
+            return None
+        speech = self._detector.speech_since(self._cut_at)
+        return None if speech is None else self._open(self._cut_at, speech_at=speech)
+
+    async def _close(self, end: int | None = None) -> None:
+        """Commit the open turn: its audio up to ``end`` (the newest sample if None)."""
         turn, self._turn = self._turn, None
         if turn is None:
             return
         self._cancel_interim()
         audio = self._pcm.since(turn.start)
-        self._pcm.drop_before(self._pcm.end - self._prefix)
+        if end is not None:
+            audio = audio[: max(end - max(turn.start, self._pcm.start), 0)]
+        turn.end = self._pcm.end if end is None else end
+        self._pcm.drop_before(self._pcm.end - self._prefix if end is None else end)
         self.events.put_nowait(
             {
                 "type": "input_audio_buffer.committed",
@@ -282,8 +330,10 @@ class LiveSession:
             segments = await future
         except DeadlineExceeded:
             return  # a newer interim, or the final, will do
-        delta = turn.agreement.delta(text_of(segments))
-        if delta and self._turn is turn:
+        if self._turn is not turn:
+            return  # committed meanwhile: its final decode has the text
+        delta = turn.agreement.delta(text_of(segments), end)
+        if delta:
             self.events.put_nowait(events.delta(turn.item, delta, _ms(end)))
 
     async def _decode_final(
@@ -300,11 +350,14 @@ class LiveSession:
             future = await self._decoder.decode(
                 self.id, options, audio, self._limits.final_deadline_s, self._said, final=True
             )
-            text = text_of(await future)
+            text = completed(turn.agreement.sent, text_of(await future))
         except Exception as exc:  # this turn has no text; the session goes on
             self.events.put_nowait(events.failed(turn.item, _turn_error(self.id, exc)))
             return
         self._said = (self._said + " " + text).strip()[-CONTEXT_CHARS:]
+        sent = turn.agreement.sent
+        if len(text) > len(sent):  # what the interims had not shown yet
+            self.events.put_nowait(events.delta(turn.item, text[len(sent) :], _ms(turn.end)))
         seconds = audio.shape[0] / SAMPLING_RATE
         self.events.put_nowait(events.completed(turn.item, text, seconds))
 
@@ -345,8 +398,9 @@ def _turn_error(session: str, exc: Exception) -> AsrError:
 
 
 class _Turn:
-    def __init__(self, item: str, start: int) -> None:
+    def __init__(self, item: str, start: int, hold_after: int | None = None) -> None:
         self.item = item
         self.start = start  # sample where its audio begins
+        self.end = start  # sample where it ends, once committed
         self.decoded = start  # end of the audio of its latest interim decode
-        self.agreement = Agreement()
+        self.agreement = Agreement(hold_after)

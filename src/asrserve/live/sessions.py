@@ -42,6 +42,7 @@ class LiveSessions(Live):
             interim_deadline_s=settings.live_interim_deadline_s,
             final_deadline_s=settings.live_final_deadline_s,
             burst_s=settings.live_burst_s,
+            long_turn_s=settings.live_max_turn_s,
         )
         self._open = 0
         self._held: Counter[str] = Counter()

@@ -6,10 +6,15 @@ A turn starts at the first window whose probability reaches ``threshold``; its a
 fall below it; its audio ends where that silence ends (Whisper closes its last segment better
 with a little silence after the words). :class:`TurnRules` is the pure part, one probability
 at a time; :class:`TurnDetector` feeds it from the audio.
+
+A turn that goes on past its longest (a speaker who never pauses for
+``silence_duration_ms``) is cut at its best pause: :func:`best_pause`, the point of the
+lowest speech probability in the last seconds before the limit.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -17,6 +22,10 @@ import numpy as np
 
 from asrserve.audio.vad import WINDOW, SileroStream
 from asrserve.engine.base import SAMPLING_RATE
+
+# A window's quiet is judged over 160 ms around it, itself weighing most: a gap between words
+PAUSE_KERNEL = np.array([1.0, 2.0, 3.0, 2.0, 1.0]) / 9.0
+TRAIL_WINDOWS = 30 * SAMPLING_RATE // WINDOW  # the probabilities kept: one window's worth
 
 
 @dataclass(frozen=True)
@@ -69,17 +78,55 @@ class TurnRules:
         return TurnEdge(Edge.STOPPED, at + WINDOW - self._quiet * WINDOW)
 
 
+def best_pause(probabilities: np.ndarray, first: int) -> int:
+    """The sample at the middle of the quietest window of ``probabilities`` (one per
+    window, the first being window ``first`` of the session), each judged with its
+    neighbours (:data:`PAUSE_KERNEL`: a lone quiet window inside a word is no pause, and of
+    a gap the middle wins); the earliest of equals."""
+    if probabilities.shape[0] < PAUSE_KERNEL.shape[0]:
+        quietest = int(np.argmin(probabilities))
+    else:
+        means = np.convolve(probabilities, PAUSE_KERNEL, mode="valid")
+        quietest = int(np.argmin(means)) + PAUSE_KERNEL.shape[0] // 2
+    return (first + quietest) * WINDOW + WINDOW // 2
+
+
 class TurnDetector:
     """Audio in, turn edges out (the model runs in the caller's thread)."""
 
-    def __init__(self, rules: TurnDetection) -> None:
-        self._stream = SileroStream()
+    def __init__(self, rules: TurnDetection, stream: SileroStream | None = None) -> None:
+        self._stream = stream or SileroStream()
         self._rules = TurnRules(rules)
+        self._trail: deque[float] = deque(maxlen=TRAIL_WINDOWS)  # the latest probabilities
+        self._windows = 0  # windows seen: the trail ends with window ``_windows - 1``
 
     @property
     def speaking(self) -> bool:
         return self._rules.speaking
 
     def feed(self, audio: np.ndarray) -> list[TurnEdge]:
-        edges = (self._rules.push(float(p)) for p in self._stream.feed(audio))
+        probabilities = self._stream.feed(audio)
+        self._trail.extend(float(p) for p in probabilities)
+        self._windows += probabilities.shape[0]
+        edges = (self._rules.push(float(p)) for p in probabilities)
         return [edge for edge in edges if edge is not None]
+
+    def speech_since(self, at: int) -> int | None:
+        """The start of the first window from sample ``at`` on that is speech, if any."""
+        first = max(-(-at // WINDOW), self._windows - len(self._trail))
+        offset = self._windows - len(self._trail)
+        for index in range(first, self._windows):
+            if self._trail[index - offset] >= self._rules.rules.threshold:
+                return index * WINDOW
+        return None
+
+    def pause(self, start: int, end: int) -> int:
+        """Where to cut between samples ``start`` and ``end``: the best pause of the windows
+        heard there (``end`` itself if none were)."""
+        first = max(-(-start // WINDOW), self._windows - len(self._trail))
+        last = min(end // WINDOW, self._windows)  # the windows wholly before ``end``
+        if last <= first:
+            return end
+        trail = np.fromiter(self._trail, dtype=np.float32)
+        offset = self._windows - len(self._trail)
+        return best_pause(trail[first - offset : last - offset], first)

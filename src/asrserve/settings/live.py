@@ -35,6 +35,14 @@ class LiveSettings(BaseModel):
         gt=0,
         description="A turn's final decode must start by then (else `...transcription.failed`).",
     )
+    live_max_turn_s: float = Field(
+        15.0,
+        ge=5.0,
+        le=29.0,
+        description="With server VAD, a turn still going after this long is committed at its"
+        " best pause in the last 3 s before it (the quietest 160 ms), and the speech goes on"
+        " as the next turn; a session may set its own.",
+    )
     live_burst_s: float = Field(
         10.0,
         gt=0,
