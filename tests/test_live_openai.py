@@ -158,9 +158,18 @@ def test_the_openai_client_transcribes_telephone_audio_in_the_ga_shape(server: S
     # each turn follows the one before it
     assert [e["previous_item_id"] for e in committed] == [None, *items[:-1]]
     assert all(e["usage"]["type"] == "duration" and e["usage"]["seconds"] > 0 for e in completed)
+    # include logprobs (set for the turns by VAD, [] again before the client's commit): each
+    # of those turns carries its final decode's text tokens (its transcript keeps the words
+    # its deltas sent, so the tokens may differ from it a little); the client's has none
+    assert "logprobs" not in completed[-1]
+    for event in completed[:-1]:
+        tokens = event["logprobs"]
+        assert tokens and all(token["logprob"] <= 0 for token in tokens), event
+        heard = "".join(token["token"] for token in tokens)
+        assert wer([event["transcript"]], [heard]) <= 0.2, (event["transcript"], heard)
     vad_text = " ".join(e["transcript"] for e in completed[:-1])
     assert wer([refs["jfk.flac"]], [vad_text]) <= 0.15, vad_text
-    assert "fellow americans" in completed[-1]["transcript"].lower()  # its first 3 s
+    assert "fellow america" in completed[-1]["transcript"].lower()  # its first 3 s
 
 
 def test_a_turn_no_device_can_run_fails_and_the_session_goes_on(

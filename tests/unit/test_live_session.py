@@ -315,3 +315,25 @@ def test_time_spent_silent_banks_no_burst_credit() -> None:
         assert caught.value.code == "input_too_fast"
 
     run(body, LiveLimits(interim_s=100.0))
+
+
+class MultilingualEngine(FakeEngine):
+    multilingual = True
+
+
+def test_a_session_under_a_limited_key_detects_only_among_its_languages() -> None:
+    """A multilingual model, no language named, a key allowing de and fr: the turn's
+    language is detected among those two alone, and once known, not again."""
+    limited = TranscriptionOptions(languages=("de", "fr"))
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        session.configure(dataclasses.replace(MANUAL, options=limited))
+        wall.now = 10.0
+        for _ in range(2):
+            await session.append(pcm(1.0))
+            await session.commit()
+
+    engine, events = run(body, engine=MultilingualEngine(language="fr"))
+    assert engine.restrictions == [("de", "fr")]
+    assert [o.language for o in engine.options] == ["fr", "fr"]
+    assert [e["transcript"] for e in events if e["type"].endswith("completed")] == ["1.0", "1.0"]

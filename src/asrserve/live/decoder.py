@@ -62,13 +62,21 @@ class LiveDecoder:
         return future
 
     async def detect(
-        self, session: str, model: str, audio: np.ndarray, deadline_s: float
+        self,
+        session: str,
+        model: str,
+        audio: np.ndarray,
+        deadline_s: float,
+        among: tuple[str, ...] = (),
     ) -> tuple[str, float]:
-        """The spoken language of ``audio`` (a multilingual model, no language given),
+        """The spoken language of ``audio`` (a multilingual model, no language given), the
+        most probable of ``among`` if it names some (the caller's key allows no other),
         decided on a full 30 s window as Whisper's own detection is."""
         chunk = await self._chunk(self.engine(model), audio, full=True)
         deadline = self._scheduler.clock.now() + deadline_s
-        return await self._scheduler.submit_detect(session, FINAL_PRIORITY, model, chunk, deadline)
+        return await self._scheduler.submit_detect(
+            session, FINAL_PRIORITY, model, chunk, deadline, among
+        )
 
 
 def text_of(segments: list[RawSegment]) -> str:

@@ -75,6 +75,12 @@ class SessionConfig:
     max_turn_s: float | None = None  # a server-VAD turn's longest; None: ``long_turn_s``
 
 
+def _logprobs(segments: list[RawSegment]) -> list[dict[str, Any]]:
+    """The final decode's text tokens, as OpenAI's ``logprobs`` (``token``, ``logprob``,
+    ``bytes``)."""
+    return [token.model_dump() for segment in segments for token in segment.logprobs or ()]
+
+
 def _ms(samples: int) -> int:
     return samples * 1000 // SAMPLING_RATE
 
@@ -304,8 +310,10 @@ class LiveSession:
         engine = self._decoder.engine(options.model)
         if options.language is None and engine.multilingual:
             deadline = self._limits.final_deadline_s
-            language, _ = await self._decoder.detect(self.id, options.model, audio, deadline)
-            options = options.model_copy(update={"language": language})
+            language, _ = await self._decoder.detect(
+                self.id, options.model, audio, deadline, options.languages
+            )
+            options = options.model_copy(update={"language": language, "languages": ()})
             self.config = dataclasses.replace(self.config, options=options)
         return options
 
@@ -347,10 +355,13 @@ class LiveSession:
                 await previous
         try:
             options = await self._options(audio)
+            if self.config.logprobs:  # include: the final decode's tokens (a greedy one)
+                options = options.model_copy(update={"logprobs": True, "beam_size": 1})
             future = await self._decoder.decode(
                 self.id, options, audio, self._limits.final_deadline_s, self._said, final=True
             )
-            text = completed(turn.agreement.sent, text_of(await future))
+            segments = await future
+            text = completed(turn.agreement.sent, text_of(segments))
         except Exception as exc:  # this turn has no text; the session goes on
             self.events.put_nowait(events.failed(turn.item, _turn_error(self.id, exc)))
             return
@@ -359,7 +370,8 @@ class LiveSession:
         if len(text) > len(sent):  # what the interims had not shown yet
             self.events.put_nowait(events.delta(turn.item, text[len(sent) :], _ms(turn.end)))
         seconds = audio.shape[0] / SAMPLING_RATE
-        self.events.put_nowait(events.completed(turn.item, text, seconds))
+        logprobs = _logprobs(segments) if self.config.logprobs else None
+        self.events.put_nowait(events.completed(turn.item, text, seconds, logprobs))
 
     def _cancel_interim(self) -> None:
         """The scheduler drops a cancelled window no device has started (one running is let
