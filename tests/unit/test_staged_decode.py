@@ -3,7 +3,6 @@ end is read, and they are the windows the whole file's decode finds, to the samp
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,17 +14,12 @@ from asrserve.audio import staged as staged_module
 from asrserve.audio.decode import stream
 from asrserve.audio.features import decode_audio
 from asrserve.audio.staged import StagedDecode
-from asrserve.backends.backend import open_backend
-from asrserve.batcher.device import Device
-from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.bench.corpus import Clip
-from asrserve.inference.preprocess_stats import PreprocessStats
-from asrserve.inference.priority_pool import PriorityPool
-from asrserve.inference.transcriber import Transcriber
-from asrserve.jobs.models import Job, Priority, Progress
+from asrserve.jobs.models import Progress
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
 from tests.support.fakes import FakeEngine
+from tests.support.transcribing import transcribe_file
 
 
 @pytest.fixture(scope="module")
@@ -76,43 +70,14 @@ def test_a_file_of_one_window_is_known_at_its_end(tmp_path: Path) -> None:
 def _transcribe(
     clip: Clip, tmp_path: Path, staged: bool, events: list[Any]
 ) -> tuple[Transcript, list[list[float]], list[Progress]]:
-    """The clip through a Transcriber, the real scheduler and the fake engine: the
-    transcript, the engine's batches (window durations), the progress reports."""
+    """The clip through the fake engine: its transcript, the engine's batches (window
+    durations) and the progress reports."""
     settings = Settings(
         data_dir=tmp_path / f"data-{staged}", staged_decode=staged, record_traffic=False
     )
     engine = FakeEngine()
-    reports: list[Progress] = []
-
-    async def durably(what: str, operation: Any) -> Any:
-        return await operation()
-
-    async def main() -> Transcript:
-        backend = open_backend(settings)
-        scheduler = Scheduler([Device.of("cpu:0", engine)], SchedulerConfig())
-        original = scheduler.submit_chunks
-
-        def submit(*args: Any) -> Any:
-            events.append(("submitted", [round(chunk.offset, 3) for chunk in args[3]]))
-            return original(*args)
-
-        scheduler.submit_chunks = submit  # type: ignore[method-assign,assignment]
-        running = asyncio.create_task(scheduler.run())
-        pool = PriorityPool(2)
-        try:
-            job = Job(id="job_1", priority=Priority.INTERACTIVE, audio_path=str(clip.path))
-            transcriber = Transcriber(settings, backend, scheduler, durably)
-            return await transcriber.transcribe(
-                job, pool, lambda: None, PreprocessStats(threads=2), reports.append
-            )
-        finally:
-            running.cancel()
-            await asyncio.gather(running, return_exceptions=True)
-            scheduler.close()
-            pool.shutdown()
-            await backend.aclose()
-
-    return asyncio.run(main()), engine.batches, reports
+    transcript, reports = transcribe_file(clip.path, settings, engine, events)
+    return transcript, engine.batches, reports
 
 
 def test_the_first_window_is_submitted_before_the_end_of_the_file_is_read(
