@@ -173,7 +173,8 @@ def test_bench_soak_short(corpus: list[Clip], tmp_path: Path) -> None:
 
 
 def test_bench_stream_scenario(corpus: list[Clip], tmp_path: Path) -> None:
-    """``--stream 60``: the clips joined into a minute of audio, answered streamed and plain;
+    """``--stream 60``: the clips joined into a minute of audio, answered streamed and plain
+    by the server as configured and by one that decodes the whole file first (the baseline);
     the deltas join to the text, which is the plain answer's."""
     common, report = bench_command(corpus, tmp_path)
     done = run_bench([*common, "stream", "60", "--requests", "1"])
@@ -183,7 +184,9 @@ def test_bench_stream_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     assert run["joined_equals_text"] and run["same_text"] and run["deltas"] >= 2, run
     assert 0 < run["first_delta_s"] <= run["done_s"]
     assert body["first_delta_share"] == round(run["first_delta_s"] / run["done_s"], 3)
-    assert "first delta" in done.stdout
+    [baseline] = body["baseline"]["runs"]  # the whole file decoded first, side by side
+    assert baseline["joined_equals_text"] and baseline["same_text"], baseline
+    assert "first delta" in done.stdout and "whole file first" in done.stdout
 
 
 def test_bench_live_scenario(corpus: list[Clip], tmp_path: Path) -> None:

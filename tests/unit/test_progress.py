@@ -69,6 +69,37 @@ def test_a_failed_window_stops_the_final_text_before_it(run: Run) -> None:
     assert [(r.chunks_done, len(r.segments)) for r in reports] == [(0, 0), (1, 2)]
 
 
+def test_text_whose_times_reach_past_the_regions_known_waits_for_them(run: Run) -> None:
+    """A file still being decoded: the first window's text ends where the regions known
+    end, so it is placed once the next region is known, at the times the whole file's
+    regions give it; the totals grow as windows become known."""
+    reports: list[Progress] = []
+
+    async def decode_in_stages() -> None:
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in DURATIONS]
+        timeline = Timeline(SPEECH[:1], 22.0, complete=False)
+        progress = WindowProgress(DURATIONS[:1], timeline, reports.append)
+        progress.watch(futures[:1])
+        futures[0].set_result(DECODED[0])
+        await asyncio.sleep(0)
+        timeline.update(SPEECH[:2], 52.0, complete=False)
+        progress.grow(DURATIONS[:2])
+        progress.watch(futures[1:])
+        timeline.update(SPEECH, 75.0)
+        progress.grow(DURATIONS)
+        for index in (1, 2):
+            futures[index].set_result(DECODED[index])
+        await asyncio.sleep(0)
+
+    run(decode_in_stages())
+    assert [(r.chunks_done, r.chunks_total) for r in reports] == [(0, 1), (1, 2), (1, 3), (3, 3)]
+    whole = restore(DECODED, SPEECH, 75.0)
+    assert [(s.id, s.start, s.end, s.text) for s in reports[-1].segments] == [
+        (s.id, s.start, s.end, s.text) for s in whole
+    ]
+
+
 class HeldStore(SqliteJobStore):
     """The real store, whose progress writes wait at a gate and are counted."""
 

@@ -53,10 +53,10 @@ def layout(speech: list[dict[str, int]], samples: int, *, short_whole: bool = Tr
         return SpeechLayout([Span(((0, samples),), 0.0, duration)], whole, duration)
     if not speech:
         return SpeechLayout([], [], duration)
-    return SpeechLayout(_pack(speech), speech, duration)
+    return SpeechLayout(pack(speech), speech, duration)
 
 
-def _pack(speech: list[dict[str, int]]) -> list[Span]:
+def pack(speech: list[dict[str, int]]) -> list[Span]:
     """Regions packed in order into windows of at most 30 s, the silence between them
     removed (as faster-whisper's ``collect_chunks`` does)."""
     limit = CHUNK_SECONDS * SAMPLING_RATE
@@ -112,13 +112,38 @@ class Timeline:
     """A file's segments numbered and put back on its clock one window at a time, in window
     order: what :func:`restore` does at once, for a job whose windows finish one by one."""
 
-    def __init__(self, speech: list[dict[str, int]], duration: float) -> None:
+    def __init__(
+        self, speech: list[dict[str, int]], duration: float, *, complete: bool = True
+    ) -> None:
+        self._last_start = 0.0
+        self._next_id = 0
+        self.update(speech, duration, complete=complete)
+
+    def update(
+        self, speech: list[dict[str, int]], duration: float, *, complete: bool = True
+    ) -> None:
+        """More of the file known (a file still being decoded): ``speech`` the first of its
+        regions, all of them once ``complete``; ``duration`` the seconds decoded so far."""
         from faster_whisper.vad import SpeechTimestampsMap
 
         self._map = SpeechTimestampsMap(speech, SAMPLING_RATE) if speech else None
         self._duration = duration
-        self._last_start = 0.0
-        self._next_id = 0
+        self._complete = complete
+
+    def covers(self, raw_segments: Iterable[RawSegment]) -> bool:
+        """Whether :meth:`place` puts these segments where it will once every region is
+        known: a time within the regions known maps back the same, one past them not yet
+        (it belongs to a region to come)."""
+        if self._complete:
+            return True
+        if self._map is None:
+            return False
+        end = self._map.chunk_end_sample[-1]
+        for raw in raw_segments:
+            words = [time for word in raw.words or () for time in (word.start, word.end)]
+            if any(int(time * SAMPLING_RATE) >= end for time in (raw.start, raw.end, *words)):
+                return False
+        return True
 
     def _clamp(self, value: float) -> float:
         return round(min(max(value, 0.0), self._duration), 3)

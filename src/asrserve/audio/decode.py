@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +152,9 @@ def decode(path: Path, max_seconds: float, *, channel: int | None = None) -> np.
     return samples.astype(np.float32) / 32768.0
 
 
-def stream(path: Path, max_seconds: float, *, channel: int | None = None) -> Iterator[np.ndarray]:
+def stream(
+    path: Path, max_seconds: float, *, channel: int | None = None
+) -> Generator[np.ndarray, None, None]:
     """The first audio stream as 16 kHz int16 blocks, a decoded frame at a time: memory
     stays bounded by one frame however long the file (or however low its sample rate).
 

@@ -115,9 +115,16 @@ def chunk_inputs(
 ) -> list[ChunkInput]:
     """The model inputs of ``spans``: their samples read back, log-mel features padded to the
     smallest encoder window that holds each (``windows``, seconds)."""
+    return pcm_inputs(decoded.pcm, spans, engine, windows)
+
+
+def pcm_inputs(
+    pcm: Pcm, spans: Sequence[Span], engine: Engine, windows: tuple[float, ...]
+) -> list[ChunkInput]:
+    """:func:`chunk_inputs` from the samples alone (a file still being decoded)."""
     chunks = []
     for span in spans:
-        audio = np.concatenate([decoded.pcm.read(start, end) for start, end in span.pieces])
+        audio = np.concatenate([pcm.read(start, end) for start, end in span.pieces])
         features = engine.features(audio, window_frames(span.duration, windows))
         chunks.append(ChunkInput(features=features, offset=span.offset, duration=span.duration))
     return chunks

@@ -185,6 +185,20 @@ class SpeechDetector:
         for probability in self._stream.feed(audio):
             self._regions.push(float(probability))
 
+    @property
+    def closed(self) -> int:
+        """How many speech regions have ended so far (the count only grows)."""
+        return len(self._regions.found)
+
+    def settled(self) -> list[dict[str, int]]:
+        """The regions (padded, in samples) that no audio fed later can change: those
+        :meth:`finish` will return first. A region's padding reaches halfway to the next
+        one, so every region that has ended is settled but the last, whose end waits for
+        the next region's start (or the end of the audio)."""
+        ended = [dict(region) for region in self._regions.found]  # _padded changes them
+        pad = SAMPLING_RATE * self._regions.config.pad_ms / 1000
+        return _padded(ended, self.samples, pad)[:-1]
+
     def finish(self) -> list[dict[str, int]]:
         """The speech regions of all the audio fed (in samples), as faster-whisper finds them
         (which pads the audio with up to one window of silence at the end)."""

@@ -5,7 +5,9 @@ about SECONDS. A fresh server answers it ``--requests`` times each way, alternat
 (``stream=true``: the time to the first ``transcript.text.delta`` and to
 ``transcript.text.done``, the number of deltas, and whether they join to the text) and plain
 (the time to the JSON answer). The report gives the medians and the two ratios that matter:
-first delta ÷ full answer (streamed), and streamed ÷ plain (what streaming costs).
+first delta ÷ full answer (streamed), and streamed ÷ plain (what streaming costs). A second
+fresh server that decodes each file whole before its first window (``staged_decode`` off: how
+it was before) answers the same rounds side by side, under ``baseline``.
 """
 
 from __future__ import annotations
@@ -106,20 +108,36 @@ def plain(client: httpx.Client, path: Path) -> tuple[float, str]:
 def measure_stream(
     files: list[AudioFile], seconds: float, rounds: int, env: dict[str, str]
 ) -> dict[str, Any]:
+    """The file answered by a server as configured and, side by side (each round asks
+    both, one after the other), by one that decodes the whole file before its first window
+    (``ASRSERVE_STAGED_DECODE=false``, the baseline): the two see the same machine."""
     with tempfile.TemporaryDirectory(prefix="asrserve-bench-stream-") as tmp:
         path, duration = long_file(files, seconds, Path(tmp))
-        server = ServerProcess(Path(tmp) / "data", env=env).start(timeout=180)
-        runs: list[StreamRun] = []
+        baseline_env = {**env, "ASRSERVE_STAGED_DECODE": "false"}
+        servers = [
+            ServerProcess(Path(tmp) / name, env=server_env).start(timeout=180)
+            for name, server_env in (("data", env), ("baseline", baseline_env))
+        ]
+        runs: list[list[StreamRun]] = [[], []]
+        clients = [httpx.Client(base_url=s.url, timeout=TIMEOUT) for s in servers]
         try:
-            with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+            for client in clients:
                 plain(client, path)  # warm-up: the first request pays for loading and caches
-                for _ in range(rounds):
-                    first, done, count, joined, text = streamed(client, path)
-                    plain_s, plain_text = plain(client, path)
-                    runs.append(StreamRun(first, done, count, joined, plain_s, plain_text == text))
+            for _ in range(rounds):
+                for client, answers in zip(clients, runs, strict=True):
+                    answers.append(_round(client, path))
         finally:
-            server.stop()
-    return stream_body(runs, duration)
+            for client in clients:
+                client.close()
+            for server in servers:
+                server.stop()
+    return {**stream_body(runs[0], duration), "baseline": stream_body(runs[1], duration)}
+
+
+def _round(client: httpx.Client, path: Path) -> StreamRun:
+    first, done, count, joined, text = streamed(client, path)
+    plain_s, plain_text = plain(client, path)
+    return StreamRun(first, done, count, joined, plain_s, plain_text == text)
 
 
 def stream_body(runs: list[StreamRun], duration: float) -> dict[str, Any]:
@@ -130,8 +148,16 @@ def stream_body(runs: list[StreamRun], duration: float) -> dict[str, Any]:
         "audio_s": round(duration, 1),
         "rounds": len(runs),
         "first_delta_s": round(first, 3),
+        "first_delta_range_s": [
+            round(min(run.first_delta_s for run in runs), 3),
+            round(max(run.first_delta_s for run in runs), 3),
+        ],
         "done_s": round(done, 3),
         "plain_s": round(plain_s, 3),
+        "plain_range_s": [
+            round(min(run.plain_s for run in runs), 3),
+            round(max(run.plain_s for run in runs), 3),
+        ],
         "first_delta_share": round(first / done, 3),
         "streamed_vs_plain": round(done / plain_s, 3),
         "runs": [asdict(run) for run in runs],
@@ -139,12 +165,17 @@ def stream_body(runs: list[StreamRun], duration: float) -> dict[str, Any]:
 
 
 def stream_report(body: dict[str, Any]) -> str:
-    lines = [
-        f"one file of {body['audio_s']} s, {body['rounds']} round(s) each way (medians):",
-        f"  first delta {body['first_delta_s']:.2f} s; done {body['done_s']:.2f} s "
-        f"(first delta at {body['first_delta_share']:.0%} of it)",
-        f"  plain answer {body['plain_s']:.2f} s; streamed ÷ plain {body['streamed_vs_plain']:.2f}",
-    ]
+    lines = [f"one file of {body['audio_s']} s, {body['rounds']} round(s) each way (medians):"]
+    for name, side in (("staged", body), ("whole file first", body.get("baseline"))):
+        if side is None:
+            continue
+        low, high = side["first_delta_range_s"]
+        lines += [
+            f"  {name}: first delta {side['first_delta_s']:.2f} s ({low:.2f}–{high:.2f});"
+            f" done {side['done_s']:.2f} s (first delta at {side['first_delta_share']:.0%} of it)",
+            f"    plain answer {side['plain_s']:.2f} s; streamed ÷ plain"
+            f" {side['streamed_vs_plain']:.2f}",
+        ]
     for index, run in enumerate(body["runs"]):
         lines.append(
             f"  round {index + 1}: {run['deltas']} deltas, joined = text: "

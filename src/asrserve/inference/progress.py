@@ -49,12 +49,27 @@ class WindowProgress:
             self._futures.append(future)
             future.add_done_callback(self._finished)
 
+    def grow(self, durations: Sequence[float]) -> None:
+        """More of the job's windows known (a file still being decoded): the durations of
+        all known so far, and the timeline told their regions. Reported at once."""
+        self._durations = list(durations)
+        self._place()
+        self._send()
+
     def _finished(self, _: object) -> None:
+        if self._place():
+            self._send()
+
+    def _place(self) -> bool:
+        """The text of the windows done without a gap from the first, as far as the timeline
+        can place it yet; True if it grew."""
         grew = False
         while self._done < len(self._futures):
             future = self._futures[self._done]
             if not future.done() or future.cancelled() or future.exception() is not None:
                 break
+            if not self._timeline.covers(future.result()):
+                break  # its times reach past the regions known: placed once they are
             placed = self._timeline.place(future.result())
             self._segments += [
                 PartialSegment(
@@ -69,8 +84,7 @@ class WindowProgress:
             self._audio_done += self._durations[self._done]
             self._done += 1
             grew = True
-        if grew:
-            self._send()
+        return grew
 
     def _send(self) -> None:
         self._report(

@@ -12,7 +12,8 @@ from typing import Protocol, TypeVar
 
 from asrserve.audio.chunk import Timeline, assemble
 from asrserve.audio.decode import decode
-from asrserve.audio.features import DecodedAudio, chunk_inputs, decode_audio, vad_config
+from asrserve.audio.features import vad_config
+from asrserve.audio.staged import StagedDecode
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
 from asrserve.backends.backend import Backend
@@ -21,6 +22,7 @@ from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegmen
 from asrserve.inference.preprocess_stats import JobPool, PreprocessStats
 from asrserve.inference.priority_pool import PriorityPool
 from asrserve.inference.progress import Report, WindowProgress, ignore
+from asrserve.inference.staging import ALL, Staging
 from asrserve.jobs.models import Job, Progress, Task, TranscriptionOptions
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
@@ -76,79 +78,66 @@ class Transcriber:
             return await self._transcribe_whole(job, pool, submitted, report)
         settings = self._settings
         async with self._blobs.local(job.audio_path) as audio:
-            decoded = await pool.run(
-                functools.partial(
-                    decode_audio,
-                    audio,
-                    max_seconds=settings.max_audio_seconds,
-                    # a chunking_strategy object asks for the VAD even where it is off
-                    vad=settings.vad_filter or job.options.chunking is not None,
-                    folder=settings.spool_dir,
-                    config=vad_config(job.options.chunking),
-                ),
+            staged = StagedDecode(
+                audio,
+                max_seconds=settings.max_audio_seconds,
+                # a chunking_strategy object asks for the VAD even where it is off
+                vad=settings.vad_filter or job.options.chunking is not None,
+                folder=settings.spool_dir,
+                config=vad_config(job.options.chunking),
             )
-        try:
-            await self._charge_decoded(job, decoded.duration)
-            return await self._run(job, decoded, pool, submitted, report)
-        finally:
-            decoded.close()
+            charge = functools.partial(self._charge_decoded, job)
+            staging = Staging(staged, pool, job.admitted_s, charge)
+            try:
+                return await self._run(job, staging, submitted, report)
+            finally:
+                staged.close()
 
     async def _run(
-        self,
-        job: Job,
-        decoded: DecodedAudio,
-        pool: JobPool,
-        submitted: Callable[[], None],
-        report: Report,
+        self, job: Job, staging: Staging, submitted: Callable[[], None], report: Report
     ) -> Transcript:
         """Detect the language first where the model must (a multilingual model, no
         language given: once per job, from its first window), then run every window in it."""
-        # the split is done: windows of jobs split differently may share a batch
+        # the split is the staged decode's: windows of jobs split differently may share a batch
         options = job.options.model_copy(update={"chunking": None})
         features = self._features(options.model)
+        if not self._settings.staged_decode or options.task is Task.DETECT:
+            await staging.advance(ALL)  # the whole file first (detect: its length is asked)
         detected: tuple[str, float] | None = None
         if options.task is Task.DETECT or (features.multilingual and options.language is None):
-            detected = await self._detect(job, decoded, pool)
+            detected = await self._detect(job, staging)
             submitted()
         if options.task is Task.DETECT:
             language, probability = detected or ("", 0.0)
             return Transcript(
                 language=language,
-                duration=round(decoded.duration, 3),
+                duration=round(staging.known.duration, 3),
                 segments=[],
                 task=options.task.value,
                 language_probability=probability,
             )
         if detected is not None:
             options = options.model_copy(update={"language": detected[0], "languages": ()})
-        per_chunk = await self._run_windows(job, options, decoded, pool, submitted, report)
+        per_chunk = await self._run_windows(job, options, staging, submitted, report)
+        known = staging.known
         transcript = assemble(
-            per_chunk,
-            decoded.layout.speech,
-            decoded.duration,
-            options,
-            multilingual=features.multilingual,
+            per_chunk, known.speech, known.duration, options, multilingual=features.multilingual
         )
         if detected is None:
             return transcript
         return transcript.model_copy(update={"language_probability": detected[1]})
 
-    async def _detect(
-        self, job: Job, decoded: DecodedAudio, pool: JobPool
-    ) -> tuple[str, float] | None:
+    async def _detect(self, job: Job, staging: Staging) -> tuple[str, float] | None:
         """The language of the job's first window of speech (None: it has no speech),
         decided on a full 30 s encoder window as Whisper's own detection is, among the
         languages its key allows (one allowed language needs no detection)."""
-        spans, among = decoded.layout.spans[:1], job.options.languages
+        spans, among = (await staging.advance(1)).spans[:1], job.options.languages
         if not spans:
             return None
         if len(among) == 1:
             return among[0], 1.0
         features = self._features(job.options.model)
-        chunks = await pool.run(
-            functools.partial(chunk_inputs, decoded, spans, features, (CHUNK_SECONDS,))
-        )
-        pool.handed_on(chunks[0].duration)
+        chunks = await staging.inputs(spans, features, (CHUNK_SECONDS,))
         return await self._scheduler.submit_detect(
             job.id, job.priority, job.options.model, chunks[0], self._deadline(job), among
         )
@@ -161,39 +150,44 @@ class Transcriber:
         self,
         job: Job,
         options: TranscriptionOptions,
-        decoded: DecodedAudio,
-        pool: JobPool,
+        staging: Staging,
         submitted: Callable[[], None],
         report: Report,
     ) -> list[list[RawSegment]]:
         """Submit the job's windows to the scheduler, at most ``lookahead`` of them waiting
         or running at once: a window's features are made when it is about to be needed, so
-        a long file never holds more than that many in memory. Progress is reported as the
-        windows finish."""
+        a long file never holds more than that many in memory. The file is read on only as
+        far as the windows to submit next need (:class:`StagedDecode`): the first window
+        runs once it is known, the rest of the file decoded meanwhile. Progress is reported
+        as the windows finish."""
         features = self._features(options.model)
+        windows = features.capabilities.windows(self._settings.windows)
         lookahead = WINDOWS_AHEAD * self._settings.max_batch_size
         deadline = self._deadline(job)
-        spans = decoded.layout.spans
-        timeline = Timeline(decoded.layout.speech, decoded.duration)
-        progress = WindowProgress([span.duration for span in spans], timeline, report)
         futures: list[asyncio.Future[list[RawSegment]]] = []
+        known = await staging.advance(1)
+        timeline = Timeline(known.speech, known.duration, complete=known.complete)
+        progress = WindowProgress([span.duration for span in known.spans], timeline, report)
         try:
-            while len(futures) < len(spans):
+            while True:
                 running = [future for future in futures if not future.done()]
                 if len(running) >= lookahead:
                     await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                     _raise_failed(futures)
                     continue
                 # The first window goes alone: an idle device starts it while the others'
-                # features are made, and its text (the first a streamed answer shows) is
-                # not held back by a batch of the whole file.
+                # features are made (and the rest of the file is read), and its text (the
+                # first a streamed answer shows) is not held back by a batch of the file.
                 room = 1 if not futures else lookahead - len(running)
-                batch = spans[len(futures) : len(futures) + room]
-                windows = features.capabilities.windows(self._settings.windows)
-                chunks = await pool.run(
-                    functools.partial(chunk_inputs, decoded, batch, features, windows)
-                )
-                pool.handed_on(sum(chunk.duration for chunk in chunks))
+                if len(known.spans) - len(futures) < room and not known.complete:
+                    known = await staging.advance(len(futures) + room)
+                    timeline.update(known.speech, known.duration, complete=known.complete)
+                    progress.grow([span.duration for span in known.spans])
+                    continue
+                batch = known.spans[len(futures) : len(futures) + room]
+                if not batch:
+                    break  # every window is in
+                chunks = await staging.inputs(batch, features, windows)
                 submitted_now = self._scheduler.submit_chunks(
                     job.id, job.priority, options, chunks, deadline
                 )
@@ -226,11 +220,11 @@ class Transcriber:
         result: Transcript = await whole_job
         return result
 
-    async def _charge_decoded(self, job: Job, seconds: float) -> None:
-        """The owner's daily quota was charged what the file's header said at intake; charge
-        what was decoded beyond that now, before any of it runs (:class:`QuotaExceeded` if it
-        does not fit)."""
-        extra = seconds - job.admitted_s
+    async def _charge_decoded(self, job: Job, seconds: float, paid: float = 0.0) -> None:
+        """The owner's daily quota was charged what the file's header said at intake (and
+        ``paid`` seconds since); charge what was decoded beyond that now, before any of it
+        runs (:class:`QuotaExceeded` if it does not fit)."""
+        extra = seconds - max(job.admitted_s, paid)
         if extra <= 0 or job.owner is None:
             return
         key = await self._durably("read key", lambda: self._keys.get(job.owner or ""))

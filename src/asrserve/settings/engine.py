@@ -83,6 +83,12 @@ class EngineSettings(BaseModel):
     vad_filter: bool = Field(
         True, description="Cut every file at the silences Silero VAD finds before decoding."
     )
+    staged_decode: bool = Field(
+        True,
+        description="Decode a file and find its speech a window at a time: its first windows"
+        " run (and a streamed answer shows their text) before the rest is read, with the same"
+        " windows and text. `false`: the whole file first (the bench's baseline).",
+    )
     encoder_window: EncoderWindow = Field(
         EncoderWindow.ADAPTIVE,
         description="`adaptive`: pad each window to its length bucket (`encoder_windows_s`),"
