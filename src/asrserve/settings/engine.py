@@ -90,7 +90,7 @@ class EngineSettings(BaseModel):
         " windows and text. `false`: the whole file first (the bench's baseline).",
     )
     first_window_s: float = Field(
-        15.0,
+        30.0,
         ge=1,
         le=30,
         description="A file longer than one window closes its first window at this many"
