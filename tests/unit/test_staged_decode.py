@@ -28,13 +28,18 @@ def long_clip(corpus: list[Clip]) -> Clip:
     return max(corpus, key=lambda clip: clip.duration)
 
 
-@pytest.mark.parametrize("vad", [True, False])
-def test_each_stage_knows_the_first_windows_of_the_whole_file(long_clip: Clip, vad: bool) -> None:
+@pytest.mark.parametrize(
+    ("vad", "first_window_s", "windows"), [(True, 30, 5), (False, 30, 5), (True, 8, 6)]
+)
+def test_each_stage_knows_the_first_windows_of_the_whole_file(
+    long_clip: Clip, vad: bool, first_window_s: float, windows: int
+) -> None:
     """Asked for one more window at a time, the staged decode knows each stage a prefix of
     the windows and speech regions the whole file's decode finds, and ends with all of them;
-    the first window is known before the end of the file is read."""
-    whole = decode_audio(long_clip.path, max_seconds=3600, vad=vad)
-    staged = StagedDecode(long_clip.path, max_seconds=3600, vad=vad)
+    the first window is known before the end of the file is read (a short first window, at
+    ``first_window_s``, as well as a full one)."""
+    whole = decode_audio(long_clip.path, max_seconds=3600, vad=vad, first_window_s=first_window_s)
+    staged = StagedDecode(long_clip.path, max_seconds=3600, vad=vad, first_window_s=first_window_s)
     try:
         stages = []
         while not staged.known.complete:
@@ -46,10 +51,11 @@ def test_each_stage_knows_the_first_windows_of_the_whole_file(long_clip: Clip, v
     finally:
         staged.close()
         whole.close()
-    assert len(whole.layout.spans) == 5
+    assert len(whole.layout.spans) == windows
+    assert whole.layout.spans[0].duration <= first_window_s
     assert stages[0][:1] == (1,) and stages[0][1] < whole.duration - 60  # a minute unread
-    assert [count for count, _, _ in stages] == [1, 2, 3, 4, 5]
-    assert [complete for _, _, complete in stages] == [False] * 4 + [True]
+    assert [count for count, _, _ in stages] == list(range(1, windows + 1))
+    assert [complete for _, _, complete in stages] == [False] * (windows - 1) + [True]
 
 
 def test_a_file_of_one_window_is_known_at_its_end(tmp_path: Path) -> None:

@@ -2,10 +2,11 @@
 
 A file that fits one 30 s window is one chunk. For longer files Silero VAD (bundled with
 faster-whisper, run over the stream by :mod:`asrserve.audio.vad`) finds speech; regions are
-packed into windows of at most 30 s with the silence between them removed, exactly as
-faster-whisper's batched pipeline does. A window is a list of sample ranges, not samples. Each
-window's decoded timestamps live on that speech-only timeline and are
-mapped back to the original file's time by :func:`restore`.
+packed into windows of at most 30 s with the silence between them removed, as
+faster-whisper's batched pipeline does, except the first, which closes at ``first_window_s``
+(a short first window: a streamed answer's first text waits for its decode alone). A window
+is a list of sample ranges, not samples. Each window's decoded timestamps live on that
+speech-only timeline and are mapped back to the original file's time by :func:`restore`.
 """
 
 from __future__ import annotations
@@ -41,10 +42,17 @@ def fixed_regions(samples: int) -> list[dict[str, int]]:
     return [{"start": at, "end": min(at + step, samples)} for at in range(0, samples, step)]
 
 
-def layout(speech: list[dict[str, int]], samples: int, *, short_whole: bool = True) -> SpeechLayout:
+def layout(
+    speech: list[dict[str, int]],
+    samples: int,
+    *,
+    short_whole: bool = True,
+    first_window_s: float = CHUNK_SECONDS,
+) -> SpeechLayout:
     """The windows of a file of ``samples`` samples whose speech regions are ``speech``;
     ``short_whole=False``: the regions even of a file that one window holds (a request's
-    own VAD settings, ``chunking_strategy``)."""
+    own VAD settings, ``chunking_strategy``). A file longer than one window closes its
+    first window at ``first_window_s`` (:func:`pack`)."""
     duration = samples / SAMPLING_RATE
     if speech and duration <= CHUNK_SECONDS and short_whole:
         # One window holds it all: decode it as it is, pauses included, like faster-whisper's
@@ -53,13 +61,15 @@ def layout(speech: list[dict[str, int]], samples: int, *, short_whole: bool = Tr
         return SpeechLayout([Span(((0, samples),), 0.0, duration)], whole, duration)
     if not speech:
         return SpeechLayout([], [], duration)
-    return SpeechLayout(pack(speech), speech, duration)
+    first = first_window_s if duration > CHUNK_SECONDS else CHUNK_SECONDS
+    return SpeechLayout(pack(speech, first), speech, duration)
 
 
-def pack(speech: list[dict[str, int]]) -> list[Span]:
+def pack(speech: list[dict[str, int]], first_window_s: float = CHUNK_SECONDS) -> list[Span]:
     """Regions packed in order into windows of at most 30 s, the silence between them
-    removed (as faster-whisper's ``collect_chunks`` does)."""
-    limit = CHUNK_SECONDS * SAMPLING_RATE
+    removed (as faster-whisper's ``collect_chunks`` does); the first window of at most
+    ``first_window_s``, or of its first region alone where that is longer (a region is
+    never split)."""
     spans: list[Span] = []
     pieces: list[tuple[int, int]] = []
     length = before = 0
@@ -70,7 +80,7 @@ def pack(speech: list[dict[str, int]]) -> list[Span]:
 
     for region in speech:
         size = region["end"] - region["start"]
-        if length + size > limit:
+        if pieces and length + size > window_limit(len(spans), first_window_s):
             close()
             before += length
             pieces, length = [], 0
@@ -78,6 +88,11 @@ def pack(speech: list[dict[str, int]]) -> list[Span]:
         length += size
     close()
     return spans
+
+
+def window_limit(index: int, first_window_s: float = CHUNK_SECONDS) -> int:
+    """The most samples :func:`pack` puts in window ``index`` (more than one region's)."""
+    return round((first_window_s if index == 0 else CHUNK_SECONDS) * SAMPLING_RATE)
 
 
 def assemble(

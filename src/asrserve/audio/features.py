@@ -89,11 +89,13 @@ def decode_audio(
     vad: bool,
     folder: Path | None = None,
     config: VadConfig = VAD,
+    first_window_s: float = CHUNK_SECONDS,
 ) -> DecodedAudio:
     """Decode ``path`` once into 16 kHz samples (spilled to ``folder`` past a few minutes),
     finding speech on the way with ``config`` (if ``vad``); raises :class:`AudioError` as
     :func:`stream` does. A file one window holds is decoded whole, pauses included, with
-    the default :data:`VAD`; with a request's own, where that finds speech."""
+    the default :data:`VAD`; with a request's own, where that finds speech. A longer file's
+    first window closes at ``first_window_s`` (:func:`~asrserve.audio.chunk.pack`)."""
     pcm = Pcm(folder)
     try:
         detector = SpeechDetector(config) if vad else None
@@ -104,7 +106,10 @@ def decode_audio(
         if pcm.samples == 0:
             raise empty_audio()
         speech = detector.finish() if detector is not None else fixed_regions(pcm.samples)
-        return DecodedAudio(pcm, layout(speech, pcm.samples, short_whole=config is VAD))
+        found = layout(
+            speech, pcm.samples, short_whole=config is VAD, first_window_s=first_window_s
+        )
+        return DecodedAudio(pcm, found)
     except BaseException:
         pcm.close()
         raise
@@ -137,9 +142,10 @@ def prepare(
     max_seconds: float,
     vad: bool,
     windows: tuple[float, ...] = (FULL_WINDOW_S,),
+    first_window_s: float = CHUNK_SECONDS,
 ) -> PreparedAudio:
     """Every window of a file with its features (blocking; for tools, which hold them all)."""
-    decoded = decode_audio(path, max_seconds=max_seconds, vad=vad)
+    decoded = decode_audio(path, max_seconds=max_seconds, vad=vad, first_window_s=first_window_s)
     try:
         chunks = chunk_inputs(decoded, decoded.layout.spans, engine, windows)
     finally:

@@ -7,7 +7,8 @@ time, and says after each stage which windows no later audio can change. Those a
 windows :func:`decode_audio` finds for the whole file, the same to the sample: the detector
 sees the same blocks in the same order, a speech region is final once the next one has
 ended (its padding reaches halfway to it), and a window once a later final region did not
-fit in it (windows are packed in order, greedily). A file of up to one window (30 s) is one
+fit in it or it is full (windows are packed in order, greedily; the first to
+``first_window_s``). A file of up to one window (30 s) is one
 window of the whole file, known only at its end.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asrserve.audio.chunk import Span, fixed_regions, layout, pack
+from asrserve.audio.chunk import Span, fixed_regions, layout, pack, window_limit
 from asrserve.audio.decode import stream
 from asrserve.audio.errors import empty_audio
 from asrserve.audio.features import VAD, DecodedAudio, pcm_inputs
@@ -53,8 +54,10 @@ class StagedDecode:
         vad: bool,
         folder: Path | None = None,
         config: VadConfig = VAD,
+        first_window_s: float = CHUNK_SECONDS,
     ) -> None:
         self._pcm = Pcm(folder)
+        self._first_window_s = first_window_s
         self._config = config  # a request's own (chunking_strategy) splits even a short file
         self._detector = SpeechDetector(config) if vad else None
         self._blocks = stream(path, max_seconds)
@@ -119,8 +122,8 @@ class StagedDecode:
                 speech = self._detector.settled()
             else:  # fixed 30 s regions: each whole one is final
                 speech = [region for region in fixed_regions(samples) if _whole(region)]
-            spans = pack(speech)
-            if spans and _length(spans[-1]) < _STEP:
+            spans = pack(speech, self._first_window_s)
+            if spans and _length(spans[-1]) < window_limit(len(spans) - 1, self._first_window_s):
                 spans.pop()  # the last window may take more regions (a full one cannot)
             self._known = Known(spans, speech, samples / SAMPLING_RATE, complete=False)
         return self._known
@@ -132,8 +135,10 @@ class StagedDecode:
         detector = self._detector
         speech = detector.finish() if detector is not None else fixed_regions(samples)
         short_whole = self._config is VAD
-        self.decoded = DecodedAudio(self._pcm, layout(speech, samples, short_whole=short_whole))
-        found = self.decoded.layout
+        found = layout(
+            speech, samples, short_whole=short_whole, first_window_s=self._first_window_s
+        )
+        self.decoded = DecodedAudio(self._pcm, found)
         if found.spans[: len(self._known.spans)] != self._known.spans:
             raise RuntimeError("a staged decode's early windows differ from the file's")
         self._known = Known(found.spans, found.speech, found.duration, complete=True)

@@ -283,6 +283,7 @@ def transcribe(
                     vad=settings.vad_filter,
                     batch_size=settings.max_batch_size,
                     windows=engine.capabilities.windows(settings.windows),
+                    first_window_s=settings.first_window_s,
                     progress=progress,
                 )
         except (AudioError, OSError) as exc:

@@ -72,7 +72,15 @@ def transcribe_file(
     vad: bool = True,
     batch_size: int = 16,
     windows: tuple[float, ...] = (30.0,),
+    first_window_s: float = 30.0,
     progress: Callable[[float, float], None] = lambda done, total: None,
 ) -> Transcript:
-    prepared = prepare(path, engine, max_seconds=max_seconds, vad=vad, windows=windows)
+    prepared = prepare(
+        path,
+        engine,
+        max_seconds=max_seconds,
+        vad=vad,
+        windows=windows,
+        first_window_s=first_window_s,
+    )
     return transcribe_prepared(engine, prepared, options, batch_size=batch_size, progress=progress)

@@ -85,6 +85,7 @@ class Transcriber:
                 vad=settings.vad_filter or job.options.chunking is not None,
                 folder=settings.spool_dir,
                 config=vad_config(job.options.chunking),
+                first_window_s=settings.first_window_s,
             )
             charge = functools.partial(self._charge_decoded, job)
             staging = Staging(staged, pool, job.admitted_s, charge)
