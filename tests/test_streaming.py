@@ -104,9 +104,11 @@ def test_text_arrives_before_the_file_is_done_and_the_job_can_be_followed(
                 text = data["text"]
         events = followed.result()
     assert at_first_delta is not None and at_first_delta["status"] == "running", at_first_delta
-    progress = at_first_delta["progress"]
-    assert 1 <= progress["chunks_done"] < progress["chunks_total"] == 5, progress
-    assert 0 < progress["audio_done_s"] < progress["audio_total_s"]
+    # the first text came while windows were left: totals grow as the file is decoded
+    progress, total = at_first_delta["progress"], events[-1][1]["progress"]
+    assert 1 <= progress["chunks_done"] < total["chunks_total"] == 5, (progress, total)
+    assert progress["chunks_done"] <= progress["chunks_total"] <= total["chunks_total"]
+    assert 0 < progress["audio_done_s"] < total["audio_total_s"]
     assert "".join(deltas) == text
 
     names = [name for name, _ in events]

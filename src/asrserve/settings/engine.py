@@ -90,13 +90,14 @@ class EngineSettings(BaseModel):
         " windows and text. `false`: the whole file first (the bench's baseline).",
     )
     first_window_s: float = Field(
-        30.0,
+        15.0,
         ge=1,
         le=30,
         description="A file longer than one window closes its first window at this many"
         " seconds of speech (a longer first region is that window alone), so a streamed"
         " answer's first text waits for a short window's decode; later windows hold up to"
-        " 30 s. 30: every window packed to 30 s.",
+        " 30 s (tiny.en's WER within noise of 30 at 15, worse at 10; docs/benchmarks.md)."
+        " 30: every window packed to 30 s.",
     )
     encoder_window: EncoderWindow = Field(
         EncoderWindow.ADAPTIVE,
