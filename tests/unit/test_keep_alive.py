@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from asrserve.requests import parse_request
 from asrserve.settings import Settings
 from asrserve.settings.keep_alive import model_spec, parse_keep_alive
 from tests.support.fakes import FakeEngine, chunk
+from tests.support.loop import run_scheduler as run
 
 URL = "/v1/audio/transcriptions"
 
@@ -109,24 +109,6 @@ def test_a_batch_api_line_carries_keep_alive_like_the_form() -> None:
         parse_input(line("later"), catalog, 10, 2**20)
     (error,) = refused.value.errors
     assert (error.code, error.param) == ("invalid_body", "body.keep_alive")
-
-
-Body = Callable[[Scheduler, ManualClock], Awaitable[None]]
-
-
-def run(config: SchedulerConfig, devices: list[Device], body: Body) -> None:
-    async def main() -> None:
-        clock = ManualClock()
-        scheduler = Scheduler(devices, config, clock=clock)
-        loops = asyncio.create_task(scheduler.run())
-        try:
-            await asyncio.wait_for(body(scheduler, clock), 10)
-        finally:
-            loops.cancel()
-            await asyncio.gather(loops, return_exceptions=True)
-            scheduler.close()
-
-    asyncio.run(main())
 
 
 def pair() -> tuple[FakeEngine, FakeEngine, Device]:

@@ -4,30 +4,13 @@ unloading: the scheduler with fake engines and a manual clock."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
-
-Body = Callable[[Scheduler, ManualClock], Awaitable[None]]
-
-
-def run(config: SchedulerConfig, devices: list[Device], body: Body) -> None:
-    async def main() -> None:
-        clock = ManualClock()
-        scheduler = Scheduler(devices, config, clock=clock)
-        loops = asyncio.create_task(scheduler.run())
-        try:
-            await asyncio.wait_for(body(scheduler, clock), 10)
-        finally:
-            loops.cancel()
-            await asyncio.gather(loops, return_exceptions=True)
-            scheduler.close()
-
-    asyncio.run(main())
+from tests.support.loop import run_scheduler as run
 
 
 def pair(name: str) -> tuple[FakeEngine, FakeEngine, Device]:
