@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
 from asrserve.subtitles import CueLimits, timed_texts
-from asrserve.transcript import Transcript
+from asrserve.transcript import TokenLogprob, Transcript
 
 SUBTITLES = CueLimits()  # the cues' shape when a request gives no limits
 
@@ -81,10 +82,14 @@ def render(
     *,
     words: bool = False,
     cues: CueLimits | None = None,
+    logprobs: bool = False,
 ) -> str | dict[str, Any]:
     """A JSON-able dict for the JSON formats, text otherwise; subtitles cut to ``cues``
-    (None: the defaults)."""
+    (None: the defaults); ``json`` with its tokens' ``logprobs`` if asked for
+    (``include[]=logprobs``, which only json carries)."""
     if fmt is ResponseFormat.JSON:
+        if logprobs:
+            return {"text": transcript.text, "logprobs": logprobs_view(transcript.logprobs)}
         return {"text": transcript.text}
     if fmt is ResponseFormat.VERBOSE_JSON:
         return to_verbose(transcript, words=words)
@@ -93,6 +98,11 @@ def render(
     if fmt is ResponseFormat.VTT:
         return to_vtt(transcript, cues or SUBTITLES)
     return transcript.text + "\n"
+
+
+def logprobs_view(tokens: Iterable[TokenLogprob]) -> list[dict[str, Any]]:
+    """Tokens' log probabilities as OpenAI writes them: ``token``, ``logprob``, ``bytes``."""
+    return [token.model_dump() for token in tokens]
 
 
 class WhisperOutput(StrEnum):

@@ -14,11 +14,9 @@ from asrserve.transcript import Transcript
 def transcript_response(
     job: Job, fmt: ResponseFormat, *, words: bool, cues: CueLimits | None = None
 ) -> Response:
-    transcript = finished_transcript(job)
-    body = render(transcript, fmt, words=words, cues=cues)
+    logprobs = job.options.logprobs
+    body = render(finished_transcript(job), fmt, words=words, cues=cues, logprobs=logprobs)
     if isinstance(body, dict):
-        if job.options.logprobs and fmt is ResponseFormat.JSON:
-            body["logprobs"] = [token.model_dump() for token in transcript.logprobs]
         return JSONResponse(body)
     return PlainTextResponse(body, media_type=fmt.media_type)
 

@@ -16,6 +16,7 @@ from fastapi.responses import StreamingResponse
 from asrserve.api.schemas import job_view, progress_view
 from asrserve.api.waits import HeldStream
 from asrserve.errors import AsrError, Conflict, DeadlineExceeded, StoredError
+from asrserve.formats import logprobs_view
 from asrserve.jobs.models import Job, JobStatus
 from asrserve.transcript import TokenLogprob
 
@@ -118,7 +119,7 @@ async def transcript_events(jobs: AsyncIterator[Job], timeout: float) -> AsyncIt
         for piece, tokens in zip(pieces, deltas.logprobs, strict=True):
             delta: dict[str, Any] = {"type": "transcript.text.delta", "delta": piece}
             if job.options.logprobs:
-                delta["logprobs"] = [token.model_dump() for token in tokens]
+                delta["logprobs"] = logprobs_view(tokens)
             yield sse(delta)
         if not pieces and not job.status.finished:
             yield ": keep-alive\n\n"
@@ -128,7 +129,7 @@ async def transcript_events(jobs: AsyncIterator[Job], timeout: float) -> AsyncIt
         text = last.result.text
         done: dict[str, Any] = {"type": "transcript.text.done", "text": text, "usage": usage}
         if last.options.logprobs:
-            done["logprobs"] = [token.model_dump() for token in last.result.logprobs]
+            done["logprobs"] = logprobs_view(last.result.logprobs)
         yield sse(done)
     elif last is not None and last.status is JobStatus.FAILED and last.error is not None:
         error = last.error

@@ -26,9 +26,8 @@ def split_lines(
         if item.error is not None:
             errors.append(_failed(item, item.error))
         elif job is not None and job.status is JobStatus.SUCCEEDED and job.result is not None:
-            body = render(job.result, item.response_format, words=item.words, cues=item.cues)
-            if job.options.logprobs and isinstance(body, dict):  # include[]=logprobs, json
-                body["logprobs"] = [token.model_dump() for token in job.result.logprobs]
+            fmt, logprobs = item.response_format, job.options.logprobs
+            body = render(job.result, fmt, words=item.words, cues=item.cues, logprobs=logprobs)
             output.append(_line(item, {"status_code": 200, "request_id": job.id, "body": body}))
         elif job is not None and job.status is JobStatus.FAILED and job.error is not None:
             errors.append(_failed(item, job.error))

@@ -30,6 +30,7 @@ import numpy as np
 
 from asrserve.engine.base import SAMPLING_RATE, RawSegment
 from asrserve.errors import AsrError, DeadlineExceeded, InternalError
+from asrserve.formats import logprobs_view
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.live import events
 from asrserve.live.agreement import Agreement, completed
@@ -78,7 +79,7 @@ class SessionConfig:
 def _logprobs(segments: list[RawSegment]) -> list[dict[str, Any]]:
     """The final decode's text tokens, as OpenAI's ``logprobs`` (``token``, ``logprob``,
     ``bytes``)."""
-    return [token.model_dump() for segment in segments for token in segment.logprobs or ()]
+    return logprobs_view(token for segment in segments for token in segment.logprobs or ())
 
 
 def _ms(samples: int) -> int:
