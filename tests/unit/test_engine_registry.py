@@ -23,13 +23,14 @@ SHORT = (5.0, 10.0, 30.0)
 
 
 def test_an_unknown_engine_is_refused_naming_the_registered_ones() -> None:
-    with pytest.raises(ValidationError, match="unknown engine 'onnx'; registered: ctranslate2"):
+    registered = "registered: auto, ctranslate2, transformers"
+    with pytest.raises(ValidationError, match=f"unknown engine 'onnx'; {registered}"):
         Settings(engine="onnx")
-    assert sorted(ENGINES) == ["ctranslate2"]
+    assert sorted(ENGINES) == ["ctranslate2", "transformers"]
 
 
 def test_the_engine_names_devices_and_picks_compute_types() -> None:
-    kind = engine_kind(Settings(device="cuda", device_index=(0, 2)))
+    kind = engine_kind(Settings(engine="ctranslate2", device="cuda", device_index=(0, 2)))
     assert kind.device_names(Settings(device="cuda", device_index=(0, 2)), 2) == [
         "cuda:0",
         "cuda:2",

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from asrserve.engine.base import ModelInfo, ModelNotFoundError
-from asrserve.engine.loading import MULTILINGUAL_VOCABULARY, catalog
+from asrserve.engine.loading import catalog
+from asrserve.engine.model_dirs import MULTILINGUAL_VOCABULARY
 from asrserve.engine.whisper import bundled_model_path
 from asrserve.settings import Settings
 

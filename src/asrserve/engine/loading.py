@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from asrserve.engine.base import Engine, ModelInfo
+from asrserve.engine.base import Engine, ModelInfo, ModelNotFoundError
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.layout import Layout, cpu_layout, usable_cores
+from asrserve.engine.model_dirs import CTRANSLATE2, MULTILINGUAL_VOCABULARY
 from asrserve.engine.sources import ModelSource, resolve_models
 from asrserve.engine.whisper import EngineConfig, FasterWhisperEngine
 from asrserve.settings import Settings
-
-MULTILINGUAL_VOCABULARY = 51865  # Whisper's English-only models have one token less
 
 
 def describe(source: ModelSource, beam_size: int) -> ModelInfo:
@@ -31,7 +30,21 @@ def describe(source: ModelSource, beam_size: int) -> ModelInfo:
 
 def catalog(settings: Settings) -> Catalog:
     """The served models, read from their directories (nothing is loaded)."""
-    return Catalog.of([describe(source, settings.beam_size) for source in resolve_models(settings)])
+    return Catalog.of([describe(source, settings.beam_size) for source in sources(settings)])
+
+
+def sources(settings: Settings) -> list[ModelSource]:
+    """The served models, each a CTranslate2 conversion: a transformers checkpoint is the
+    other engine's to run."""
+    found = resolve_models(settings)
+    for source in found:
+        if source.format != CTRANSLATE2:
+            raise ModelNotFoundError(
+                f"model {source.name!r} ({source.path}) is a {source.format} checkpoint, which"
+                " CTranslate2 cannot load: serve it with ASRSERVE_ENGINE=transformers, or name"
+                " a CTranslate2 conversion of it"
+            )
+    return found
 
 
 def weights_bytes(path: Path) -> int:
@@ -84,7 +97,7 @@ def load(settings: Settings) -> list[dict[str, Engine]]:
     """Per device (each CUDA device index, or each CPU replica: a share of the cores), a
     replica of every served model, by model id (the default model's first). The CPU
     replicas of a model share one copy of its weights."""
-    sources = resolve_models(settings)
+    served = sources(settings)
     device = resolve_device(settings)
     compute = compute_type(device, settings.compute_type)
     if device == "cuda":
@@ -105,7 +118,7 @@ def load(settings: Settings) -> list[dict[str, Engine]]:
                     )
                 )
             ]
-            for source in sources
+            for source in served
         }
         count = len(settings.device_index)
     else:
@@ -124,7 +137,7 @@ def load(settings: Settings) -> list[dict[str, Engine]]:
                     source.keep_alive,
                 )
             )
-            for source in sources
+            for source in served
         }
         count = shape.replicas
     return [{model: engines[slot] for model, engines in per_model.items()} for slot in range(count)]

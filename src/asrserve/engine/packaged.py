@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from asrserve.engine.base import ModelNotFoundError
-from asrserve.engine.whisper import check_model_dir
+from asrserve.engine.model_dirs import check_model_dir
 
 BLOCK = 1024 * 1024
 STAMP = "model.bin.sha256"  # the joined file's hash, written once it was verified

@@ -6,6 +6,8 @@ models are described without loading them (an API node validates requests agains
 and how replicas are loaded. A loaded replica then declares what it supports itself
 (:attr:`asrserve.engine.base.Engine.capabilities`). Adding an engine is an entry in
 :data:`ENGINES`; nothing here imports an engine's runtime until that engine is asked for.
+``auto`` (the default) is not an engine but the choice of one for the device
+(:mod:`asrserve.engine.choice`).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from asrserve.engine.choice import AUTO, EngineChoice, choose
+
 if TYPE_CHECKING:
     from asrserve.engine.base import Engine
     from asrserve.engine.catalog import Catalog
     from asrserve.engine.layout import Layout
     from asrserve.settings import Settings
 
-DEFAULT_ENGINE = "ctranslate2"
+DEFAULT_ENGINE = AUTO
 
 
 @dataclass(frozen=True)
@@ -50,27 +54,51 @@ def _ctranslate2() -> EngineKind:
     )
 
 
-ENGINES: dict[str, Callable[[], EngineKind]] = {"ctranslate2": _ctranslate2}
+def _transformers() -> EngineKind:
+    from asrserve.engine.pytorch import loading
+
+    return EngineKind(
+        name="transformers",
+        devices=loading.DEVICES,
+        resolve_device=loading.resolve_device,
+        device_names=loading.device_names,
+        compute_type=loading.compute_type,
+        layout=loading.layout,
+        catalog=loading.catalog,
+        load=loading.load,
+    )
+
+
+ENGINES: dict[str, Callable[[], EngineKind]] = {
+    "ctranslate2": _ctranslate2,
+    "transformers": _transformers,
+}
 """Each engine by name, made on first use (its runtime is imported only then)."""
 
 
 def check_engine(name: str) -> str:
-    """``name`` if an engine is registered under it; ValueError naming those that are."""
-    if name not in ENGINES:
-        raise ValueError(f"unknown engine {name!r}; registered: {', '.join(sorted(ENGINES))}")
+    """``name`` if an engine is registered under it (or ``auto``); ValueError naming them."""
+    if name != AUTO and name not in ENGINES:
+        registered = ", ".join([AUTO, *sorted(ENGINES)])
+        raise ValueError(f"unknown engine {name!r}; registered: {registered}")
     return name
 
 
+def engine_choice(settings: Settings) -> EngineChoice:
+    """The engine that runs, and why (``auto`` resolved for the device)."""
+    return choose(check_engine(settings.engine), settings.device)
+
+
 def engine_kind(settings: Settings) -> EngineKind:
-    """The configured engine."""
-    return ENGINES[check_engine(settings.engine)]()
+    """The engine that runs."""
+    return ENGINES[engine_choice(settings).engine]()
 
 
 def load_engines(settings: Settings) -> list[dict[str, Engine]]:
-    """Per device, a replica of every served model, on the configured engine."""
+    """Per device, a replica of every served model, on the engine that runs."""
     return engine_kind(settings).load(settings)
 
 
 def served_models(settings: Settings) -> Catalog:
-    """The served models, described by the configured engine without loading them."""
+    """The served models, described by the engine that runs without loading them."""
     return engine_kind(settings).catalog(settings)

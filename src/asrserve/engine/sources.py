@@ -1,9 +1,11 @@
-"""Where a served model comes from: what a user names, turned into a CTranslate2 directory.
+"""Where a served model comes from: what a user names, turned into a model directory.
 
 A name is tried, in order, as an existing directory; as a model an installed Python package
 ships (``tiny.en``, ``base``: see :mod:`asrserve.engine.packaged`); as a faster-whisper size
 name (``large-v3``) or a Hugging Face repo id (``org/name``), fetched through
-``huggingface_hub`` into the model cache. Every failure is a :class:`ModelNotFoundError`
+``huggingface_hub`` into the model cache. A directory is a CTranslate2 conversion or a
+transformers checkpoint (:mod:`asrserve.engine.model_dirs`); which engine can run which is
+the engine's to say. Every failure is a :class:`ModelNotFoundError`
 that says what to install or how to allow the download: the CLI raises it at start-up,
 before the port is bound.
 """
@@ -17,8 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from asrserve.engine.base import ModelNotFoundError
+from asrserve.engine.model_dirs import CTRANSLATE2, REQUIRED_FILES, model_format
 from asrserve.engine.packaged import PACKAGED, Locate, PackageMissing, package_dir
-from asrserve.engine.whisper import REQUIRED_FILES, check_model_dir
 from asrserve.settings import Settings
 from asrserve.settings.keep_alive import model_spec
 
@@ -46,6 +48,11 @@ HUB_FILES = [
     "tokenizer.json",
     "vocabulary.*",
     "preprocessor_config.json",
+    # a transformers checkpoint (openai/whisper-*): its safetensors weights, not its others
+    "generation_config.json",
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "model-*.safetensors",
 ]
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
@@ -54,9 +61,10 @@ REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 class ModelSource:
     name: str  # as configured
     id: str  # what it is served as
-    path: Path  # a CTranslate2 Whisper directory
+    path: Path  # a Whisper model directory
     origin: str  # "directory", "package" or "hub"
     keep_alive: float | None = None  # its own default keep_alive (s; -1 forever), if named
+    format: str = CTRANSLATE2  # what the directory holds (model_dirs: ctranslate2, transformers)
 
 
 def resolve_models(settings: Settings) -> list[ModelSource]:
@@ -84,7 +92,8 @@ def resolve(
     """One model by name; ``locate`` finds installed packages (tests point it elsewhere)."""
     path = Path(name).expanduser()
     if path.exists():
-        return ModelSource(name, path.resolve().name, check_model_dir(path), "directory")
+        form = model_format(path)
+        return ModelSource(name, path.resolve().name, path, "directory", format=form)
     missing: PackageMissing | None = None
     packaged = PACKAGED.get(name)
     if packaged is not None:
@@ -99,7 +108,8 @@ def resolve(
             f" {path}), a packaged model ({', '.join(PACKAGED)}), a faster-whisper size name"
             " such as small or large-v3, or a Hugging Face repo id (org/name): docs/models.md"
         )
-    return ModelSource(name, name, download(name, repo, cache_dir, offline, missing), "hub")
+    folder = download(name, repo, cache_dir, offline, missing)
+    return ModelSource(name, name, folder, "hub", format=model_format(folder))
 
 
 def download(
@@ -125,12 +135,15 @@ def download(
         raise ModelNotFoundError(
             f"model {name!r} ({repo}) {reason}{install}; or pass a CTranslate2 Whisper directory"
         ) from exc
-    missing_files = [file for file in REQUIRED_FILES if not (Path(folder) / file).is_file()]
-    if missing_files:
+    try:
+        model_format(Path(folder))
+    except ModelNotFoundError:
+        missing_files = [f for f in REQUIRED_FILES if not (Path(folder) / f).is_file()]
         raise ModelNotFoundError(
-            f"{repo} is not a CTranslate2 Whisper model (it has no {', '.join(missing_files)}):"
-            " name a faster-whisper conversion, such as Systran/faster-whisper-small"
-        )
+            f"{repo} is not a CTranslate2 Whisper model (it has no {', '.join(missing_files)})"
+            " nor a transformers one: name a faster-whisper conversion, such as"
+            " Systran/faster-whisper-small, or a transformers Whisper repo"
+        ) from None
     return Path(folder)
 
 

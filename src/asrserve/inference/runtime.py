@@ -24,7 +24,7 @@ from asrserve.batcher.stats import BatchRecord
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.engine.base import Engine, ModelInfo
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.registry import engine_kind
+from asrserve.engine.registry import engine_choice, engine_kind
 from asrserve.errors import StoreUnavailable
 from asrserve.inference.consumer import Consumer, Lane
 from asrserve.inference.preprocess_stats import PreprocessStats, bound
@@ -57,7 +57,8 @@ class Inference:
     def view(self) -> dict[str, Any]:
         settings, scheduler = self.settings, self.scheduler
         return {
-            "engine": settings.engine,
+            "engine": engine_choice(settings).engine,
+            "engine_choice": engine_choice(settings).view(),
             "policy": scheduler.policy.name,
             "max_batch_size": settings.max_batch_size,
             "max_wait_ms": settings.max_wait_ms,
@@ -178,8 +179,12 @@ async def start_inference(
             _report(settings, backend.registry, backend.node, inference), name="report"
         ),
     }
+    choice = engine_choice(settings)
     log.info(
-        "inference ready: %d device(s) (%s), model(s) %s, policy %s, %d claimed job(s) to recover",
+        "inference ready: engine %s (%s), %d device(s) (%s), model(s) %s, policy %s, %d claimed"
+        " job(s) to recover",
+        choice.engine,
+        choice.reason,
         len(replicas),
         engine_kind(settings).layout(settings).source,
         ", ".join(catalog.ids),

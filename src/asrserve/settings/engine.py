@@ -41,11 +41,17 @@ class EngineSettings(BaseModel):
     )
     engine: str = Field(
         DEFAULT_ENGINE,
-        description="The engine that runs the models, by its name in `engine/registry.py`"
-        " (faster-whisper on CTranslate2 is the one registered).",
+        description="The engine that runs the models: `ctranslate2` (faster-whisper's),"
+        " `transformers` (PyTorch: CUDA 12 and 13, Blackwell, ROCm, Apple MPS, CPU; the"
+        " `transformers` extra), or `auto`: CTranslate2 where it can run the device (the CPU;"
+        " a GPU it has kernels for, with CUDA 12's cuBLAS), else transformers"
+        " (docs/engines.md).",
+        json_schema_extra=FLAG,
     )
     device: str = Field(
-        "cpu", pattern="^(cpu|cuda|auto)$", description="`cpu`, `cuda` or `auto`.",
+        "cpu", pattern="^(cpu|cuda|mps|auto)$",
+        description="`cpu`, `cuda` (NVIDIA, or AMD under ROCm), `mps` (Apple's GPU,"
+        " transformers only) or `auto`.",
         json_schema_extra=FLAG,
     )  # fmt: skip
     device_index: Annotated[tuple[int, ...], NoDecode] = Field(
@@ -55,7 +61,9 @@ class EngineSettings(BaseModel):
     )
     compute_type: str = Field(
         "default",
-        description="What the weights run in: `default` is `int8` on the CPU, `float16` on CUDA.",
+        description="What the weights run in: `default` is `int8` on the CPU and `float16` on"
+        " CUDA with ctranslate2, `float32` on the CPU and `float16` on a GPU with"
+        " transformers (which also takes `bfloat16`).",
         json_schema_extra=FLAG,
     )
     cpu_threads: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
@@ -164,6 +172,14 @@ class EngineSettings(BaseModel):
     @classmethod
     def _known_engine(cls, value: str) -> str:
         return check_engine(value)  # ValueError naming the registered engines
+
+    @model_validator(mode="after")
+    def _engine_runs_device(self) -> EngineSettings:
+        if self.engine == "ctranslate2" and self.device == "mps":
+            raise ValueError(
+                "CTranslate2 has no Apple GPU backend: use ASRSERVE_ENGINE=transformers or auto"
+            )
+        return self
 
     @property
     def keep_alive(self) -> float:

@@ -414,6 +414,10 @@
       ? sched.models.map(modelFact).join(", ")
       : data.model || "–";
     $("policy").textContent = sched.policy || "–";
+    // The engine that runs and why it was chosen (GET /v1/scheduler "engine_choice").
+    const choice = sched.engine_choice;
+    $("engine").textContent = sched.engine || "–";
+    $("engine").title = choice ? choice.configured + ": " + choice.reason : "";
     $("max-batch").textContent = sched.max_batch_size ?? "–";
     $("encoder-window").textContent = sched.encoder_window || "–";
     $("devices").textContent = (sched.devices || []).join(", ") || "–";
