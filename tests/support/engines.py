@@ -1,0 +1,94 @@
+"""Two engines on the same model and the same files, for the gates that hold one to the
+other: each file's windows decoded in batches across files (as the scheduler batches them),
+its transcript assembled as the served path assembles it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from asrserve.audio.chunk import assemble
+from asrserve.audio.features import PreparedAudio, prepare
+from asrserve.engine.base import Engine, RawSegment
+from asrserve.jobs.models import TranscriptionOptions
+from asrserve.settings import Settings
+from asrserve.transcript import Transcript
+
+BATCH = 16
+
+
+def prepared(
+    engine: Engine, paths: Sequence[Path], windows: tuple[float, ...]
+) -> list[PreparedAudio]:
+    return [prepare(path, engine, max_seconds=3600, vad=True, windows=windows) for path in paths]
+
+
+def transcripts(
+    engine: Engine,
+    files: Sequence[PreparedAudio],
+    options: Sequence[TranscriptionOptions],
+    batch: int = BATCH,
+) -> list[Transcript]:
+    """Each file's transcript with its options; windows of files with equal options share
+    batches of ``batch``."""
+    results: list[list[list[RawSegment]]] = [[] for _ in files]
+    for shared in dict.fromkeys(options):
+        members = [i for i, o in enumerate(options) if o == shared]
+        windows = [(i, chunk) for i in members for chunk in files[i].chunks]
+        for start in range(0, len(windows), batch):
+            part = windows[start : start + batch]
+            decoded = engine.transcribe_batch([chunk for _, chunk in part], shared)
+            for (i, _), segments in zip(part, decoded, strict=True):
+                results[i].append(segments)
+    return [
+        assemble(
+            results[i],
+            f.layout.speech,
+            f.duration,
+            options[i],
+            multilingual=engine.multilingual,
+        )
+        for i, f in enumerate(files)
+    ]
+
+
+def detected(engine: Engine, files: Sequence[PreparedAudio]) -> list[str]:
+    """Each file's language from its first window on a full 30 s window, in one batch."""
+    from asrserve.engine.decoding import full_window
+
+    firsts = []
+    for f in files:
+        chunk = f.chunks[0]
+        widened = full_window(chunk) or chunk
+        firsts.append(widened.features)
+    return [code for code, _ in engine.detect_language(firsts)]
+
+
+def ctranslate2(model: str, cache: Path, compute_type: str = "default") -> Engine:
+    """The CTranslate2 engine on ``model`` (one replica, both cores)."""
+    from asrserve.engine import loading
+
+    settings = Settings(
+        engine="ctranslate2",
+        models=(model,),
+        model_cache_dir=cache,
+        cpu_replicas=1,
+        cpu_threads=2,
+        compute_type=compute_type,
+    )
+    return loading.load(settings)[0][model]
+
+
+def transformers(model: str, cache: Path) -> Engine:
+    """The transformers engine on ``model`` (float32, one replica, both cores)."""
+    from asrserve.engine.pytorch import loading
+
+    settings = Settings(
+        engine="transformers",
+        models=(model,),
+        model_cache_dir=cache,
+        cpu_replicas=1,
+        cpu_threads=2,
+        offline=True,
+    )
+    return loading.load(settings)[0][model]
