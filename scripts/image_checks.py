@@ -132,6 +132,9 @@ def image_alone(image: str) -> None:
         check("healthz" in health, "the image carries its HEALTHCHECK on /healthz")
         podman("healthcheck", "run", name)
         print("  ok: podman healthcheck run passes")
+        torch = "import importlib.util as u; print(u.find_spec('torch') is None)"
+        without = podman("exec", name, "python3", "-c", torch).strip() == "True"
+        check(without, "the CPU image holds no PyTorch (the transformers extra is not in it)")
     finally:
         podman("rm", "--force", "--time", "0", name)
 

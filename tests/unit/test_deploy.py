@@ -90,7 +90,9 @@ def test_compose_drains_workers_within_their_stop_grace() -> None:
     assert "--appendonly" in compose["services"]["redis"]["command"]
 
 
-@pytest.mark.parametrize("containerfile", ["Containerfile", "Containerfile.cuda"])
+@pytest.mark.parametrize(
+    "containerfile", ["Containerfile", "Containerfile.cuda", "Containerfile.cuda13"]
+)
 def test_containerfiles_pass_hadolint(containerfile: str) -> None:
     hadolint = Path(sys.executable).parent / "hadolint"
     done = subprocess.run(

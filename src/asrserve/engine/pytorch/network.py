@@ -145,7 +145,8 @@ class WhisperNet:
         cache.real[:, start:end] = real
         allowed = cache.real[:, None, :end].expand(-1, count, -1).clone()
         allowed &= torch.ones(count, end, dtype=torch.bool, device=self.device).tril(start)
-        allowed[:, torch.arange(count), torch.arange(start, end)] = True  # padding sees itself
+        diagonal = torch.arange(count, device=self.device)
+        allowed[:, diagonal, diagonal + start] = True  # padding sees itself
         mask = allowed[:, None]
         x = self.decoder.embed_tokens(tokens) + self.decoder.embed_positions.weight[positions]
         scores: list[Tensor] = []

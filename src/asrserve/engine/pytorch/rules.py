@@ -58,9 +58,15 @@ class TimestampRules:
         begin = self.vocabulary.timestamp_begin
         rows = len(history)
         device = logits.device
-        last_is_time = torch.tensor([h[-1] >= begin for h in history], device=device)
-        pair = torch.tensor([len(h) < 2 or h[-2] >= begin for h in history], device=device)
-        latest = torch.tensor([_last_timestamp(h, begin) for h in history], device=device)
+        state = torch.tensor(  # one copy onto the device a step
+            [
+                [h[-1] >= begin for h in history],
+                [len(h) < 2 or h[-2] >= begin for h in history],
+                [_last_timestamp(h, begin) for h in history],
+            ],
+            device=device,
+        )
+        last_is_time, pair, latest = state[0].bool(), state[1].bool(), state[2]
         disabled = self.always.expand(rows, -1).clone()
         disabled |= (last_is_time & pair)[:, None] & self.timestamp  # after a pair: text
         disabled |= (last_is_time & ~pair)[:, None] & self.text  # after one: its pair or end

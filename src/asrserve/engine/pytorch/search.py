@@ -155,14 +155,15 @@ class Searcher:
         return self._beams(logprobs, windows, step)
 
     def _greedy(self, logprobs: Tensor, windows: list[_Window], step: int) -> list[list[Pick]]:
-        best, tokens = logprobs.max(dim=-1)
+        values, indices = logprobs.max(dim=-1)
+        best, tokens = values.tolist(), indices.tolist()  # one copy off the device a step
         out = []
         for slot, window in enumerate(windows):
             if window.over:
                 out.append(self._idle())
                 continue
-            token = int(tokens[slot])
-            grown = window.rows[0].grown(token, float(best[slot]), self.eot)
+            token = tokens[slot]
+            grown = window.rows[0].grown(token, best[slot], self.eot)
             window.rows = [grown]
             if grown.ended or step + 1 >= window.limit:
                 window.finished, window.over = [grown], True
@@ -205,18 +206,20 @@ class Searcher:
             totals = totals.view(-1)
         scores = (logprobs + totals[:, None]).view(len(windows), -1)
         top, flat = scores.topk(2 * width, dim=-1)
+        chosen = logprobs.view(len(windows), -1).gather(1, flat)
+        # each window's candidates, copied off the device once a step
+        candidates = zip(top.tolist(), flat.tolist(), chosen.tolist(), strict=True)
         out = []
-        for slot, window in enumerate(windows):
+        for window, (scored, places, logprobs_of) in zip(windows, candidates, strict=True):
             if window.over:
                 out.append(self._idle())
                 continue
             beams: list[Hypothesis] = []
             picks: list[Pick] = []
-            for score, at in zip(top[slot].tolist(), flat[slot].tolist(), strict=True):
+            for score, at, logprob in zip(scored, places, logprobs_of, strict=True):
                 if score == float("-inf") or len(beams) == width:
                     break
                 parent, token = divmod(at, vocabulary)
-                logprob = float(logprobs[slot * width + parent, token])
                 grown = window.rows[parent].grown(token, logprob, self.eot)
                 if not grown.ended:
                     beams.append(grown)
@@ -243,12 +246,12 @@ def _padded(
     prompts: list[list[int]], length: int, device: torch.device
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Prompts left-padded to ``length``: tokens, each row's positions, which are real."""
-    tokens = torch.zeros((len(prompts), length), dtype=torch.long, device=device)
+    tokens = torch.zeros((len(prompts), length), dtype=torch.long)
     positions = torch.zeros_like(tokens)
-    real = torch.zeros((len(prompts), length), dtype=torch.bool, device=device)
+    real = torch.zeros((len(prompts), length), dtype=torch.bool)
     for row, prompt in enumerate(prompts):
         pad = length - len(prompt)
-        tokens[row, pad:] = torch.tensor(prompt, device=device)
-        positions[row, pad:] = torch.arange(len(prompt), device=device)
+        tokens[row, pad:] = torch.tensor(prompt)
+        positions[row, pad:] = torch.arange(len(prompt))
         real[row, pad:] = True
-    return tokens, positions, real
+    return tokens.to(device), positions.to(device), real.to(device)
