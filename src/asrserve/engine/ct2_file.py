@@ -11,6 +11,7 @@ their scale), so that another engine can run the same model. Numpy only: no CTra
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -110,9 +111,15 @@ def quantize_int8(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_model(
-    path: Path, spec: str, revision: int, variables: dict[str, np.ndarray], binary_version: int = 6
+    path: Path,
+    spec: str,
+    revision: int,
+    variables: dict[str, np.ndarray],
+    binary_version: int = 6,
+    aliases: Mapping[str, str] | None = None,
 ) -> None:
-    """A ``model.bin`` of these variables (no aliases), as CTranslate2 writes one."""
+    """A ``model.bin`` of these variables and ``aliases`` (a name -> the variable it
+    means), as CTranslate2 writes one."""
     with path.open("wb") as out:
 
         def string(text: str) -> None:
@@ -129,4 +136,7 @@ def write_model(
             data = np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<")).tobytes()
             out.write(struct.pack("<BI", TYPES.index(value.dtype.name), len(data)))
             out.write(data)
-        out.write(struct.pack("<I", 0))
+        out.write(struct.pack("<I", len(aliases or {})))
+        for alias, target in (aliases or {}).items():
+            string(alias)
+            string(target)

@@ -1,0 +1,138 @@
+"""``gpu_check.sh run``: every step in turn, each within its time and the run's deadline, and
+the one JSON they make.
+
+The steps: what the machine is (``machine``), then per model the transformers engine alone
+(``<model>/transformers``), the service on it (``<model>/service``) and CTranslate2 alone
+(``<model>/ctranslate2``, skipped on CUDA without CUDA 12's cuBLAS). A step that fails or
+runs out of time is recorded with the tail of its log, and the next one runs; one that
+would start with too little of the deadline left is recorded as skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asrserve.bench.gpu.pack import MODELS
+from asrserve.bench.gpu.payload import PACK, PAYLOAD, Manifest, check_ready
+
+LIMITS_S = {"machine": 90.0, "curve": 150.0, "service": 180.0}
+MIN_STEP_S = 15.0  # a step with less time than this left is not started
+RESERVE_S = 10.0  # of the deadline, kept for writing the JSON
+RESULT = "gpu-check.json"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    home: Path  # where the stages were taken in
+    out: Path  # the JSON and the logs
+    device: str = "cuda"
+    dtypes: tuple[str, ...] = ("float16", "bfloat16")
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    clients: int = 64
+    rounds: int = 3  # requests per client
+    beam_size: int = 5
+    deadline_s: float = 480.0
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    kind: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def plan_steps(config: RunConfig, models: list[str]) -> list[Step]:
+    payload = config.home / PAYLOAD
+    common = {"device": config.device, "beam_size": config.beam_size}
+    common |= {"clips": str(payload / "clips"), "cache": str(config.home / "cache")}
+    steps = [Step("machine", "machine", {"home": str(config.home)})]
+    for model in models:
+        own = common | {"model_dir": str(payload / "models" / model), "model_id": model}
+        curve = own | {"dtypes": list(config.dtypes), "batch_sizes": list(config.batch_sizes)}
+        served = own | {"dtype": config.dtypes[0], "clients": config.clients}
+        served |= {"rounds": config.rounds, "data": str(config.home / "data" / model)}
+        served |= {"log": str(config.out / "logs" / f"{model}-server.log")}
+        steps += [
+            Step(f"{model}/transformers", "curve", curve | {"engine": "transformers"}),
+            Step(f"{model}/service", "service", served),
+            Step(f"{model}/ctranslate2", "curve", curve | {"engine": "ctranslate2"}),
+        ]
+    return steps
+
+
+def run_step(step: Step, out: Path, limit: float) -> dict[str, Any]:
+    """The step in a process of its own (and its own process group, so that a server it
+    started goes with it), stopped at ``limit`` seconds."""
+    stem = step.name.replace("/", "-")
+    args, result, log = (out / "steps" / f"{stem}.{kind}" for kind in ("args.json", "json", "log"))
+    args.parent.mkdir(parents=True, exist_ok=True)
+    args.write_text(json.dumps({"kind": step.kind, "args": step.args}), encoding="utf-8")
+    command = [sys.executable, "-m", "asrserve.bench.gpu", "step", str(args), str(result)]
+    start = time.perf_counter()
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            code: int | None = proc.wait(limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = None
+    record = {"name": step.name, "kind": step.kind, "limit_s": round(limit)}
+    record["seconds"] = round(time.perf_counter() - start, 1)
+    if code == 0 and result.is_file():
+        body = json.loads(result.read_text(encoding="utf-8"))
+        status = "skipped" if "skipped" in body else "ok"
+        return record | {"status": status, "error": body.get("skipped"), "result": body}
+    status = "timed out" if code is None else "failed"
+    tail = log.read_text(errors="replace")[-3000:]
+    return record | {"status": status, "error": tail, "result": None}
+
+
+def pack_facts(home: Path) -> dict[str, Any]:
+    """The pack the run ran on: its id, facts, and each stage's bytes with the tree's."""
+    manifest = Manifest.read(home / PACK)
+    tree = manifest.facts.get("tree_bytes", 0)
+    stages = [
+        {"stage": n, "bytes": size, "with_tree_bytes": size + tree}
+        for n, size in enumerate(manifest.stage_bytes(), 1)
+    ]
+    head = {"pack_id": manifest.pack_id, "stage_budget_bytes": manifest.budget}
+    return head | manifest.facts | {"stages": stages}
+
+
+def run(config: RunConfig) -> dict[str, Any]:
+    """Every step, then the JSON (``out/gpu-check.json``); the JSON's body."""
+    check_ready(config.home)
+    started = time.perf_counter()
+    deadline = started + config.deadline_s - RESERVE_S
+    models = json.loads((config.home / PAYLOAD / MODELS).read_text(encoding="utf-8"))
+    (config.out / "logs").mkdir(parents=True, exist_ok=True)
+    records = []
+    for step in plan_steps(config, models):
+        left = deadline - time.perf_counter()
+        if left < MIN_STEP_S:
+            records.append({"name": step.name, "kind": step.kind, "status": "skipped"})
+            records[-1]["error"] = f"{left:.0f} s of the deadline left"
+            continue
+        print(f"== {step.name} (at most {min(LIMITS_S[step.kind], left):.0f} s)", flush=True)
+        records.append(run_step(step, config.out, min(LIMITS_S[step.kind], left)))
+        print(f"   {records[-1]['status']} in {records[-1]['seconds']} s", flush=True)
+    body = {
+        "check": "asrserve GPU check (scripts/gpu_check.sh)",
+        "config": asdict(config) | {"home": str(config.home), "out": str(config.out)},
+        "wall_s": round(time.perf_counter() - started, 1),
+        "pack": pack_facts(config.home),
+        "steps": records,
+    }
+    (config.out / RESULT).write_text(json.dumps(body, indent=1), encoding="utf-8")
+    return body

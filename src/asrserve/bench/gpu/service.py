@@ -1,0 +1,163 @@
+"""The service: ``asrserve serve`` on the transformers engine under many clients, and its
+WER on every language of the recordings it speaks.
+
+One server per model (the bench's :class:`ServerProcess`, its load generator
+:func:`run_load`). ``clients`` closed-loop clients send the English recordings over and
+over (``rounds`` requests each), after one request that loads everything; then each
+language's recordings are sent once, with their language named, and their answers scored.
+While it runs, the server's own NVML gauge (``asrserve_gpu_memory_used_bytes`` in
+``/metrics``, the whole device's memory in use) is read twice a second for its peak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import threading
+import wave
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from asrserve.bench.gpu.clips import Clip
+from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
+from asrserve.bench.runner import scheduler_delta
+from asrserve.bench.wer import wer
+from asrserve.cli.server_process import ServerProcess
+from asrserve.engine.loading import vocabulary_size
+from asrserve.engine.model_dirs import MULTILINGUAL_VOCABULARY
+
+GPU_MEMORY = re.compile(r"^asrserve_gpu_memory_used_bytes\{[^}]*\} (\S+)$", re.MULTILINE)
+SAMPLE_S = 0.5
+START_S = 240.0  # imports, the model's conversion and load
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    model_dir: Path
+    model_id: str
+    device: str
+    dtype: str
+    clients: int
+    rounds: int  # requests per client
+    clips: list[Clip]
+    cache: Path
+    data: Path  # the server's data directory
+    log: Path  # where its log is copied once it stops
+    beam_size: int
+
+
+def server_env(spec: ServiceSpec) -> dict[str, str]:
+    """The server's settings: the transformers engine on the device, the batch as wide as
+    the clients, and no per-address upload limit below them (the clients share one)."""
+    return {
+        "ASRSERVE_ENGINE": "transformers",
+        "ASRSERVE_DEVICE": spec.device,
+        "ASRSERVE_COMPUTE_TYPE": spec.dtype,
+        "ASRSERVE_MODELS": str(spec.model_dir),
+        "ASRSERVE_MODEL_CACHE_DIR": str(spec.cache),
+        "ASRSERVE_OFFLINE": "true",
+        "ASRSERVE_BEAM_SIZE": str(spec.beam_size),
+        "ASRSERVE_MAX_BATCH_SIZE": str(max(spec.clients, 1)),
+        "ASRSERVE_PREFETCH_JOBS": str(max(spec.clients, 32)),
+        "ASRSERVE_MAX_CONCURRENT_UPLOADS": str(max(spec.clients, 64)),
+        "ASRSERVE_MAX_UPLOADS_PER_KEY": str(max(spec.clients, 16)),
+    }
+
+
+class MemorySampler:
+    """The peak of the server's GPU memory gauge, read until stopped (None: no gauge)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.peak: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                text = httpx.get(f"{self.url}/metrics", timeout=5).text
+            except httpx.HTTPError:
+                text = ""
+            for value in GPU_MEMORY.findall(text):
+                self.peak = max(self.peak or 0.0, float(value))
+            self._stop.wait(SAMPLE_S)
+
+
+def audio_files(clips: list[Clip]) -> list[AudioFile]:
+    files = []
+    for clip in clips:
+        with wave.open(str(clip.path)) as audio:
+            duration = audio.getnframes() / audio.getframerate()
+        files.append(AudioFile(clip.path, duration, clip.text, clip.path.read_bytes()))
+    return files
+
+
+def load_row(result: LoadResult, scheduler: dict[str, Any]) -> dict[str, Any]:
+    pairs = [(s.file.reference or "", s.text) for s in result.ok]
+    return {
+        "requests": len(result.samples),
+        "errors": len(result.samples) - len(result.ok),
+        "wall_s": round(result.wall, 3),
+        "audio_s_per_s": round(result.audio_per_wall, 2),
+        "requests_per_s": round(result.requests_per_s, 2),
+        "p50_s": round(result.percentile(50), 3),
+        "p95_s": round(result.percentile(95), 3),
+        "mean_batch_size": scheduler.get("mean_batch_size"),
+        "wer": round(wer([r for r, _ in pairs], [h for _, h in pairs]), 4) if pairs else None,
+    }
+
+
+def languages(spec: ServiceSpec) -> list[str]:
+    """The recordings' languages the model speaks (an English-only model: English)."""
+    multilingual = vocabulary_size(spec.model_dir) >= MULTILINGUAL_VOCABULARY
+    found = sorted({clip.language for clip in spec.clips})
+    return found if multilingual else [code for code in found if code == "en"]
+
+
+def measure(spec: ServiceSpec) -> dict[str, Any]:
+    fields = {"model": spec.model_id, "response_format": "json"}
+    english = audio_files([clip for clip in spec.clips if clip.language == "en"])
+    server = ServerProcess(spec.data, env=server_env(spec)).start(timeout=START_S)
+    try:
+        with MemorySampler(server.url) as sampler:
+            asyncio.run(run_load(server.url, english[:1], Pattern(requests=1), fields))
+            before = httpx.get(f"{server.url}/v1/scheduler").json()
+            pattern = Pattern(requests=spec.clients * spec.rounds, concurrency=spec.clients)
+            result = asyncio.run(run_load(server.url, english, pattern, fields))
+            after = httpx.get(f"{server.url}/v1/scheduler").json()
+            by_language = {code: language_wer(server.url, spec, code) for code in languages(spec)}
+        peak = sampler.peak
+    finally:
+        server.stop()
+        if server.log_path is not None and server.log_path.exists():
+            shutil.copyfile(server.log_path, spec.log)
+    return {
+        "model": spec.model_id,
+        "env": server_env(spec),
+        "clients": spec.clients,
+        "load": load_row(result, scheduler_delta(before, after)),
+        "wer_by_language": by_language,
+        "gpu_memory_used_peak_bytes": None if peak is None else int(peak),
+    }
+
+
+def language_wer(url: str, spec: ServiceSpec, code: str) -> dict[str, Any]:
+    """Each recording of one language sent once with its language named; the WER."""
+    files = audio_files([clip for clip in spec.clips if clip.language == code])
+    fields = {"model": spec.model_id, "response_format": "json", "language": code}
+    pattern = Pattern(requests=len(files), concurrency=max(1, min(spec.clients, len(files))))
+    result = asyncio.run(run_load(url, files, pattern, fields))
+    return load_row(result, {}) | {"clips": len(files)}
