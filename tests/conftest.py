@@ -47,6 +47,24 @@ def engine() -> Engine:
     return loading.load(Settings())[0]["tiny.en"]
 
 
+@pytest.fixture(scope="session")
+def torch_engine() -> Engine:
+    """tiny.en on the transformers engine (float32 on the CPU), converted into the shared
+    test cache once."""
+    from tests.support.engines import transformers
+    from tests.support.languages import MODEL_CACHE
+
+    return transformers("tiny.en", MODEL_CACHE)
+
+
+@pytest.fixture(params=["ctranslate2", "transformers"])
+def each_engine(request: pytest.FixtureRequest) -> Engine:
+    """The contract's tests, run against each engine's tiny.en."""
+    name = "engine" if request.param == "ctranslate2" else "torch_engine"
+    found: Engine = request.getfixturevalue(name)
+    return found
+
+
 @pytest.fixture
 def make_server(tmp_path: Path) -> Iterator[type[Server]]:
     started: list[Server] = []

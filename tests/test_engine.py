@@ -1,4 +1,5 @@
-"""The real engine: batched results match unbatched ones; long audio keeps absolute time."""
+"""The engine contract on each real engine (CTranslate2, transformers): batched results match
+unbatched ones; long audio keeps absolute time; words inside the clip; silence is no text."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from asrserve.jobs.models import TranscriptionOptions
 pytestmark = pytest.mark.slow
 
 
-def test_batching_does_not_change_accuracy(engine: Engine, corpus: list[Clip]) -> None:
+def test_batching_does_not_change_accuracy(each_engine: Engine, corpus: list[Clip]) -> None:
+    engine = each_engine
     short = [clip for clip in corpus if clip.duration <= 30]
     prepared = [prepare(c.path, engine, max_seconds=3600, vad=True) for c in short]
     refs = [c.text for c in short]
@@ -39,7 +41,10 @@ def test_batching_does_not_change_accuracy(engine: Engine, corpus: list[Clip]) -
         assert abs(wer_alone - wer_batched) <= 0.01
 
 
-def test_long_audio_is_whole_with_absolute_timestamps(engine: Engine, corpus: list[Clip]) -> None:
+def test_long_audio_is_whole_with_absolute_timestamps(
+    each_engine: Engine, corpus: list[Clip]
+) -> None:
+    engine = each_engine
     long_clip = max(corpus, key=lambda clip: clip.duration)
     assert long_clip.duration > 120
     prepared = prepare(long_clip.path, engine, max_seconds=3600, vad=True)
@@ -55,7 +60,8 @@ def test_long_audio_is_whole_with_absolute_timestamps(engine: Engine, corpus: li
     assert wer([long_clip.text], [transcript.text]) <= 0.25
 
 
-def test_word_timestamps_within_the_clip(engine: Engine, corpus: list[Clip]) -> None:
+def test_word_timestamps_within_the_clip(each_engine: Engine, corpus: list[Clip]) -> None:
+    engine = each_engine
     clip = corpus[1]
     prepared = prepare(clip.path, engine, max_seconds=3600, vad=True)
     transcript = transcribe_prepared(
@@ -67,7 +73,8 @@ def test_word_timestamps_within_the_clip(engine: Engine, corpus: list[Clip]) -> 
     assert [w.start for w in words] == sorted(w.start for w in words)
 
 
-def test_silence_gives_no_text(engine: Engine, tmp_path: Path) -> None:
+def test_silence_gives_no_text(each_engine: Engine, tmp_path: Path) -> None:
+    engine = each_engine
     import wave
 
     path = tmp_path / "silence.wav"

@@ -80,7 +80,8 @@ def ctranslate2(model: str, cache: Path, compute_type: str = "default") -> Engin
 
 
 def transformers(model: str, cache: Path) -> Engine:
-    """The transformers engine on ``model`` (float32, one replica, both cores)."""
+    """The transformers engine on ``model`` (float32, one replica of one thread: the suite
+    runs two test files at once on two cores)."""
     from asrserve.engine.pytorch import loading
 
     settings = Settings(
@@ -88,7 +89,7 @@ def transformers(model: str, cache: Path) -> Engine:
         models=(model,),
         model_cache_dir=cache,
         cpu_replicas=1,
-        cpu_threads=2,
+        cpu_threads=1,
         offline=True,
     )
     return loading.load(settings)[0][model]

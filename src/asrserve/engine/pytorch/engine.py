@@ -71,6 +71,7 @@ class TorchConfig:
     model_id: str
     device: str  # "cpu", "cuda:N" or "mps"
     dtype: str  # "float32", "float16" or "bfloat16"
+    threads: int = 1  # PyTorch's threads for this replica's work on the CPU
     fallback: tuple[float, ...] = TEMPERATURES
     keep_alive: float | None = None
     short_windows: bool | None = None  # None: English-only models take them (as CTranslate2)
@@ -135,10 +136,16 @@ class TransformersEngine(Engine):
 
     @property
     def net(self) -> WhisperNet:
+        """The model's passes, on the thread that asks: PyTorch's thread count is that
+        thread's own (OpenMP's), so each replica sets its own before it computes."""
+        import torch
+
         model = self.shared.model
         if self._net is None or self._net.model is not model:
             self.ensure_loaded()
             self._net = WhisperNet(self.shared.model)
+        if self.config.device == "cpu" and torch.get_num_threads() != self.config.threads:
+            torch.set_num_threads(self.config.threads)
         return self._net
 
     def features(self, audio: np.ndarray, frames: int = 3000) -> np.ndarray:

@@ -93,27 +93,24 @@ def model_dir(source: ModelSource, cache_dir: Path) -> Path:
 def load(settings: Settings) -> list[dict[str, Engine]]:
     """Per device (each CUDA device index, Apple's GPU, or each CPU replica: a share of the
     cores), a replica of every served model; the CPU replicas of a model share its weights."""
-    import torch
-
     from asrserve.engine.pytorch.engine import TorchConfig, TransformersEngine
 
     device = resolve_device(settings)
     dtype = compute_type(device, settings.compute_type)
     shape = layout(settings)
-    if device == "cpu":
-        torch.set_num_threads(max(1, shape.threads))
+    threads = max(1, shape.threads)
     names = device_names(settings, shape.replicas)
     per_model: dict[str, list[Engine]] = {}
     for source in resolve_models(settings):
         folder = model_dir(source, settings.model_cache)
         fallback, keep_alive = settings.fallback_temperatures, source.keep_alive
         if device == "cpu":
-            config = TorchConfig(folder, source.id, "cpu", dtype, fallback, keep_alive)
+            config = TorchConfig(folder, source.id, "cpu", dtype, threads, fallback, keep_alive)
             per_model[source.id] = list(TransformersEngine.replicas(config, shape.replicas))
             continue
         per_model[source.id] = [
             TransformersEngine(
-                TorchConfig(folder, source.id, _torch_device(name), dtype, fallback, keep_alive)
+                TorchConfig(folder, source.id, _torch_device(name), dtype, 1, fallback, keep_alive)
             )
             for name in names
         ]
