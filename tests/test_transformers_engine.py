@@ -139,7 +139,8 @@ class Multilingual:
 
 def _hear(engine: Engine, clips: Sequence[LanguageClip]) -> Multilingual:
     files = engines.prepared(engine, [clip.path for clip in clips], FULL)
-    given = [TranscriptionOptions(beam_size=5, language=clip.language) for clip in clips]
+    # greedy: beam search is held to CTranslate2's on the English recordings
+    given = [TranscriptionOptions(beam_size=1, language=clip.language) for clip in clips]
     translate = [o.model_copy(update={"task": Task.TRANSLATE}) for o in given]
     return Multilingual(
         engines.detected(engine, files),

@@ -29,20 +29,30 @@ def transcripts(
     options: Sequence[TranscriptionOptions],
     batch: int = BATCH,
 ) -> list[Transcript]:
-    """Each file's transcript with its options; windows of files with equal options share
-    batches of ``batch``."""
-    results: list[list[list[RawSegment]]] = [[] for _ in files]
-    for shared in dict.fromkeys(options):
-        members = [i for i, o in enumerate(options) if o == shared]
-        windows = [(i, chunk) for i in members for chunk in files[i].chunks]
+    """Each file's transcript with its options; windows of files with equal options and
+    encoder windows share batches of ``batch``, as the scheduler's batch key has them."""
+    results: list[dict[int, list[RawSegment]]] = [{} for _ in files]
+    keys = {
+        (o, chunk.features.shape[-1])
+        for o, f in zip(options, files, strict=True)
+        for chunk in f.chunks
+    }
+    for shared, frames in sorted(keys, key=lambda key: (str(key[0]), key[1])):
+        windows = [
+            (i, n, chunk)
+            for i, (o, f) in enumerate(zip(options, files, strict=True))
+            if o == shared
+            for n, chunk in enumerate(f.chunks)
+            if chunk.features.shape[-1] == frames
+        ]
         for start in range(0, len(windows), batch):
             part = windows[start : start + batch]
-            decoded = engine.transcribe_batch([chunk for _, chunk in part], shared)
-            for (i, _), segments in zip(part, decoded, strict=True):
-                results[i].append(segments)
+            decoded = engine.transcribe_batch([chunk for _, _, chunk in part], shared)
+            for (i, n, _), segments in zip(part, decoded, strict=True):
+                results[i][n] = segments
     return [
         assemble(
-            results[i],
+            [results[i][n] for n in range(len(f.chunks))],
             f.layout.speech,
             f.duration,
             options[i],
