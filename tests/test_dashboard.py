@@ -156,6 +156,10 @@ def test_dashboard_live(server: Server, corpus: list[Clip], browser: Browser) ->
         assert page.locator("#batch-chart rect.bar").count() >= 1
         layout = cpu_layout("auto", "auto", usable_cores())
         assert page.inner_text("#layout") == f"{layout.replicas} × {layout.threads}"
+        # the engine auto chose on the CPU, and why on hover
+        assert page.inner_text("#engine") == "ctranslate2"
+        reason = page.get_attribute("#engine", "title") or ""
+        assert reason.startswith("auto: the CPU")
         assert page.locator("#queue .row").count() == 3
         assert re.search(r"\d", page.inner_text("#latency-p50"))
         names = {clip.path.name for clip in clips}

@@ -106,7 +106,7 @@ def test_word_timestamps_within_01_s_of_ctranslate2(heard: Heard) -> None:
         f"word gaps: float32 max {same_arithmetic.max():.3f} s over {len(same_arithmetic)},"
         f" int8 p99 {np.percentile(served, 99):.3f} s over {len(served)}"
     )
-    assert len(same_arithmetic) >= 200 and len(served) >= 200
+    assert len(same_arithmetic) >= 200 and len(served) >= 150
     assert same_arithmetic.max() <= 0.1
     assert np.percentile(served, 99) <= 0.1
 

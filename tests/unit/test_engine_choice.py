@@ -119,3 +119,13 @@ def test_a_folder_of_neither_kind_is_refused_alike(tmp_path: Path, engine: str) 
     settings = Settings(engine=engine, models=(str(tmp_path),))
     with pytest.raises(ModelNotFoundError, match=r"missing: model\.bin\) nor a transformers one"):
         loading.catalog(settings) if engine == "transformers" else ctranslate2_catalog(settings)
+
+
+def test_a_transformers_repo_in_the_hub_cache_resolves_offline(tmp_path: Path) -> None:
+    storage = tmp_path / "models--openai--whisper-tiny"
+    snapshot = storage / "snapshots" / ("0" * 40)
+    (storage / "refs").mkdir(parents=True)
+    (storage / "refs" / "main").write_text(snapshot.name, encoding="ascii")
+    transformers_checkpoint(snapshot)
+    source = resolve("openai/whisper-tiny", cache_dir=tmp_path, offline=True)
+    assert (source.path, source.origin, source.format) == (snapshot.resolve(), "hub", TRANSFORMERS)
