@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from asrserve.bench.corpus import Clip
 from asrserve.bench.wer import wer
 from asrserve.engine.base import Engine
 from asrserve.engine.fallback import compression_ratio, repeats_phrase
@@ -218,3 +219,23 @@ def test_the_scheduler_batches_windows_of_different_lengths_and_prompts(
     assert [record.size for record in batches] == [6]
     alone = [[s.text for s in engine.transcribe_batch([chunk], options)[0]] for chunk in chunks]
     assert together == alone
+
+
+def test_the_whole_file_baseline_decodes_in_order_to_the_end(
+    tiny: dict[str, Engine], corpus: list[Clip]
+) -> None:
+    """Policy ``none`` on this engine (``engine/pytorch/sequential.py``): the 130 s corpus
+    clip in 30 s windows, one after another, each after the text before it, with words."""
+    from asrserve.audio.decode import decode
+
+    clip = max(corpus, key=lambda c: c.duration)
+    audio = decode(clip.path, 3600)
+    options = TranscriptionOptions(beam_size=1, word_timestamps=True)
+    transcript = tiny["transformers"].transcribe(audio, options)
+    starts = [s.start for s in transcript.segments]
+    assert starts == sorted(starts) and [s.id for s in transcript.segments] == list(
+        range(len(starts))
+    )
+    assert transcript.segments[-1].end > clip.duration - 10  # it reached the end
+    assert all(0 <= w.start <= w.end <= clip.duration + 0.05 for w in transcript.words)
+    assert wer([clip.text], [transcript.text]) <= 0.25

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, RawSegment
+from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, RawSegment, segment_of
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
 
@@ -171,22 +171,7 @@ class Timeline:
             start = max(start, self._last_start)  # keep segment starts monotonic
             end = max(end, start)
             self._last_start = start
-            out.append(
-                Segment(
-                    id=self._next_id,
-                    seek=raw.seek,
-                    start=start,
-                    end=end,
-                    text=raw.text,
-                    tokens=raw.tokens,
-                    temperature=raw.temperature,
-                    avg_logprob=raw.avg_logprob,
-                    compression_ratio=raw.compression_ratio,
-                    no_speech_prob=raw.no_speech_prob,
-                    words=words,
-                    logprobs=raw.logprobs,
-                )
-            )
+            out.append(segment_of(raw, self._next_id, start, end, words))
             self._next_id += 1
         return out
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from asrserve.errors import NotFound
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.transcript import TokenLogprob, Transcript
+from asrserve.transcript import Segment, TokenLogprob, Transcript, Word
 
 SAMPLING_RATE = 16_000
 CHUNK_SECONDS = 30.0
@@ -99,6 +99,27 @@ class RawSegment:
     temperature: float
     words: list[RawWord] | None
     logprobs: list[TokenLogprob] | None = None  # its text tokens' (options.logprobs)
+
+
+def segment_of(
+    raw: RawSegment, index: int, start: float, end: float, words: list[Word] | None
+) -> Segment:
+    """A decoded segment as a transcript holds it: numbered ``index``, at ``start`` to
+    ``end`` on the file's clock, with its words there."""
+    return Segment(
+        id=index,
+        seek=raw.seek,
+        start=start,
+        end=end,
+        text=raw.text,
+        tokens=raw.tokens,
+        temperature=raw.temperature,
+        avg_logprob=raw.avg_logprob,
+        compression_ratio=raw.compression_ratio,
+        no_speech_prob=raw.no_speech_prob,
+        words=words,
+        logprobs=raw.logprobs,
+    )
 
 
 Settled = Callable[[int, list["RawSegment"]], None]

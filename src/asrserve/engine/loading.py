@@ -20,6 +20,8 @@ from asrserve.engine.sources import ModelSource, resolve_models
 from asrserve.engine.whisper import EngineConfig, FasterWhisperEngine
 from asrserve.settings import Settings
 
+DEVICES = ("cpu", "cuda")
+
 
 def describe(source: ModelSource, beam_size: int) -> ModelInfo:
     """What the API validates requests against, read from the model directory."""

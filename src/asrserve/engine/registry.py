@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from asrserve.engine.choice import AUTO, EngineChoice, choose
 
@@ -39,26 +39,10 @@ class EngineKind:
     load: Callable[[Settings], list[dict[str, Engine]]]  # per device, a replica of each model
 
 
-def _ctranslate2() -> EngineKind:
-    from asrserve.engine import loading
-
+def _kind(name: str, loading: Any) -> EngineKind:
+    """An engine from its loading module's functions (each engine's has the same names)."""
     return EngineKind(
-        name="ctranslate2",
-        devices=("cpu", "cuda"),
-        resolve_device=loading.resolve_device,
-        device_names=loading.device_names,
-        compute_type=loading.compute_type,
-        layout=loading.layout,
-        catalog=loading.catalog,
-        load=loading.load,
-    )
-
-
-def _transformers() -> EngineKind:
-    from asrserve.engine.pytorch import loading
-
-    return EngineKind(
-        name="transformers",
+        name=name,
         devices=loading.DEVICES,
         resolve_device=loading.resolve_device,
         device_names=loading.device_names,
@@ -67,6 +51,18 @@ def _transformers() -> EngineKind:
         catalog=loading.catalog,
         load=loading.load,
     )
+
+
+def _ctranslate2() -> EngineKind:
+    from asrserve.engine import loading
+
+    return _kind("ctranslate2", loading)
+
+
+def _transformers() -> EngineKind:
+    from asrserve.engine.pytorch import loading
+
+    return _kind("transformers", loading)
 
 
 ENGINES: dict[str, Callable[[], EngineKind]] = {

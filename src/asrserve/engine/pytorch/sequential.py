@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, SAMPLING_RATE, ChunkInput
+from asrserve.engine.base import (
+    CHUNK_SECONDS,
+    FRAMES_PER_SECOND,
+    SAMPLING_RATE,
+    ChunkInput,
+    segment_of,
+)
 from asrserve.engine.decoding import MIN_TAIL_S, context_tokens
 from asrserve.engine.fallback import PROMPT_RESET_TEMPERATURE, Attempt, decode_all, temperatures
 from asrserve.jobs.models import TranscriptionOptions
@@ -59,22 +65,7 @@ def transcribe(
                     Word(word=w.word, start=w.start, end=w.end, probability=w.probability)
                     for w in raw.words
                 ]
-            segments.append(
-                Segment(
-                    id=len(segments),
-                    seek=seek,
-                    start=raw.start,
-                    end=raw.end,
-                    text=raw.text,
-                    tokens=raw.tokens,
-                    temperature=raw.temperature,
-                    avg_logprob=raw.avg_logprob,
-                    compression_ratio=raw.compression_ratio,
-                    no_speech_prob=raw.no_speech_prob,
-                    words=words,
-                    logprobs=raw.logprobs,
-                )
-            )
+            segments.append(segment_of(raw, len(segments), raw.start, raw.end, words))
             said += raw.text
         seek = _next(seek, chunk, found[-1].end if found else None)
     return Transcript(
