@@ -239,3 +239,16 @@ def test_the_whole_file_baseline_decodes_in_order_to_the_end(
     assert transcript.segments[-1].end > clip.duration - 10  # it reached the end
     assert all(0 <= w.start <= w.end <= clip.duration + 0.05 for w in transcript.words)
     assert wer([clip.text], [transcript.text]) <= 0.25
+
+
+def test_an_idle_replica_gives_its_weights_back_and_takes_them_again() -> None:
+    """keep_alive on this engine: the last replica to let go releases the model; the next
+    batch loads it again and decodes as before."""
+    engine = engines.transformers("tiny.en", MODEL_CACHE)
+    [file] = engines.prepared(engine, [JFK], FULL)
+    options = TranscriptionOptions(beam_size=1)
+    before = engines.transcripts(engine, [file], [options])[0].text
+    engine.unload()
+    assert not engine.loaded
+    assert engines.transcripts(engine, [file], [options])[0].text == before
+    assert engine.loaded
