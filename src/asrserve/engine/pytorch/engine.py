@@ -74,7 +74,6 @@ class TorchConfig:
     threads: int = 1  # PyTorch's threads for this replica's work on the CPU
     fallback: tuple[float, ...] = TEMPERATURES
     keep_alive: float | None = None
-    short_windows: bool | None = None  # None: English-only models take them (as CTranslate2)
 
 
 def token_limit(prompt: int, frames: int) -> int:
@@ -125,10 +124,11 @@ class TransformersEngine(Engine):
 
     @property
     def capabilities(self) -> Capabilities:
-        short = self.config.short_windows
         return Capabilities(
             languages=tuple(LANGUAGE_NAMES) if self.multilingual else ("en",),
-            short_windows=not self.multilingual if short is None else short,
+            # gated as CTranslate2's: adaptive windows held to full ones' WER on English
+            # (tests/test_transformers_engine.py); multilingual models take full windows
+            short_windows=not self.multilingual,
             prompts_per_window=True,  # one search takes every prompt length
             word_timestamps=True,
             devices=("cpu", "cuda", "mps"),
@@ -140,10 +140,10 @@ class TransformersEngine(Engine):
         thread's own (OpenMP's), so each replica sets its own before it computes."""
         import torch
 
+        self.ensure_loaded()  # a replica that let go holds the weights again before it runs
         model = self.shared.model
         if self._net is None or self._net.model is not model:
-            self.ensure_loaded()
-            self._net = WhisperNet(self.shared.model)
+            self._net = WhisperNet(model)
         if self.config.device == "cpu" and torch.get_num_threads() != self.config.threads:
             torch.set_num_threads(self.config.threads)
         return self._net
