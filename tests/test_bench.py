@@ -259,3 +259,41 @@ def test_bench_fallback_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     decodes = body["decodes_by_temperature"]
     assert decodes["0.0"] >= body["windows"] > 0
     assert sum(n for t, n in decodes.items() if t != "0.0") <= 5 * body["retried_windows"]
+
+
+def test_bench_runs_engines_side_by_side(
+    corpus: list[Clip], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--engines ctranslate2,transformers``: each served row once per engine, each engine
+    alone on the same windows, and ratios that are the rows' own."""
+    common, report = bench_command(corpus, tmp_path)
+    monkeypatch.setenv("ASRSERVE_DEVICE", "cpu")
+    monkeypatch.setenv("ASRSERVE_MODEL_CACHE_DIR", str(tmp_path / "models"))  # the conversion
+    flags = ["--engines", "ctranslate2,transformers", "--policies", "greedy"]
+    flags += ["--concurrency", "2", "--requests", "3", "--ceiling", "--ceiling-layouts", "1x1"]
+    flags += ["--ceiling-batch-sizes", "1,2", "--ceiling-windows", "bucketed"]
+    flags += ["--ceiling-passes", "1", "--ceiling-repetitions", "2"]
+    done = run_bench([*common, *flags])
+    assert "| greedy (transformers) | closed loop, 2 client(s) | 3 | 0 |" in done.stdout
+    body = json.loads(report.read_text())
+    assert [(r["policy"], r["engine"], r["errors"]) for r in body["runs"]] == [
+        ("greedy", "ctranslate2", 0),
+        ("greedy", "transformers", 0),
+    ]
+    assert all(r["wer"] <= 0.3 for r in body["runs"])
+    engines = body["engines"]
+    assert engines["compute_types"] == {"ctranslate2": "int8", "transformers": "float32"}
+    speed = {r["engine"]: r["audio_s_per_wall_s"] for r in body["runs"]}
+    [served] = engines["served"]
+    assert served["over_ctranslate2"]["transformers"] == pytest.approx(
+        speed["transformers"] / speed["ctranslate2"], rel=0.01
+    )
+    assert [(p["layout"], p["batch_size"]) for p in engines["curve"]] == [("1×1", 1), ("1×1", 2)]
+    for point in engines["curve"]:
+        ct2, torch = point["ctranslate2"], point["transformers"]
+        assert all(one["min"] <= one["audio_s_per_wall_s"] <= one["max"] for one in (ct2, torch))
+        assert point["over_ctranslate2"]["transformers"] == pytest.approx(
+            torch["audio_s_per_wall_s"] / ct2["audio_s_per_wall_s"], rel=0.01
+        )
+    assert body["ceiling"] is None  # each engine has its own: engines.alone
+    assert set(engines["alone"]) == {"ctranslate2", "transformers"}

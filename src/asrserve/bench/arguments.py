@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from asrserve.bench.ceiling import BATCH_SIZES, WINDOW_MODES
 from asrserve.bench.ceiling_layout import DEFAULT_REPEATS
+from asrserve.bench.engines import engine_names
 from asrserve.bench.runner import BASELINES
 
 T = TypeVar("T")
@@ -127,6 +128,21 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         default=WINDOW_MODES,
         metavar="MODE,MODE",
         help=f"--ceiling: window modes (default {','.join(WINDOW_MODES)})",
+    )
+    bench.add_argument(
+        "--ceiling-layouts",
+        type=_layouts,
+        metavar="RxT,RxT",
+        help="--ceiling: the CPU layouts, replicas × threads (default: every one that fills "
+        "the usable cores)",
+    )
+    bench.add_argument(
+        "--engines",
+        type=engine_names,
+        metavar="A,B",
+        help="run every served row once per engine (ctranslate2,transformers), one engine's "
+        "server right after the other's, and with --ceiling each engine alone on the same "
+        "windows; the report sets them side by side (bench/engines.py)",
     )
     bench.add_argument(
         "--offline",
@@ -266,6 +282,21 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(_positive(part) for part in text.split(",") if part.strip())
 
 
+def _layouts(text: str) -> tuple[tuple[int, int], ...]:
+    """``--ceiling-layouts 2x1,1x2``: (replicas, threads) pairs."""
+    chosen = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        replicas, x, threads = part.partition("x")
+        if not (x and replicas.isdigit() and threads.isdigit() and int(replicas) * int(threads)):
+            raise argparse.ArgumentTypeError(
+                f"a layout is REPLICASxTHREADS, e.g. 2x1, not {part!r}"
+            )
+        chosen.append((int(replicas), int(threads)))
+    if not chosen:
+        raise argparse.ArgumentTypeError("name a layout or more, e.g. 2x1,1x2")
+    return tuple(chosen)
+
+
 def _window_modes(text: str) -> tuple[str, ...]:
     modes = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = sorted(set(modes) - set(WINDOW_MODES))
@@ -309,6 +340,25 @@ def scenario_flags(args: argparse.Namespace) -> argparse.Namespace:
     if args.scenario == "curve":
         chosen = "auto"
     return argparse.Namespace(**{**vars(args), dest: chosen})
+
+
+def check_engines(args: argparse.Namespace) -> None:
+    """``--engines`` compares the servers of the load scenario and the engines alone
+    (``--ceiling``); with another scenario, or a server it did not start, it is refused
+    rather than ignored."""
+    if args.engines is None:
+        return
+    others = [
+        DEPRECATED_FLAGS[f] for f in DEPRECATED_FLAGS if getattr(args, f) not in (None, False)
+    ]
+    if args.rate == "auto":
+        others.append("curve")
+    if others:
+        raise SystemExit(
+            f"asrserve bench: --engines compares load rows and the ceiling, not {others[0]}"
+        )
+    if args.url is not None:
+        raise SystemExit("asrserve bench: --engines starts the servers it compares (no --url)")
 
 
 def _checked(parse: Callable[[str], T]) -> Callable[[str | None], T]:

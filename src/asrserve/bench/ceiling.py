@@ -12,12 +12,9 @@ over it is what batching gains in the engine itself.
 
 from __future__ import annotations
 
-import multiprocessing
-import pickle
 import statistics
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +26,9 @@ from asrserve.bench.ceiling_layout import (
     LayoutResult,
     Modes,
     Repeats,
-    measure_layout,
+    features_mib,
+    in_child,
+    write_features,
 )
 from asrserve.bench.load import AudioFile
 from asrserve.engine.layout import usable_cores
@@ -139,10 +138,10 @@ def prepare_modes(
     """Each window mode's chunks of all files, and its preprocessing throughput (decode,
     VAD and features: audio s per wall s on one thread). A multilingual model is served in
     full windows only (its ``Engine.capabilities``), so it gets no bucketed mode."""
-    from asrserve.engine.loading import load
+    from asrserve.engine.registry import load_engines
 
     one = settings.model_copy(update={"cpu_replicas": 1, "cpu_threads": 1})
-    engine = next(iter(load(one)[0].values()))
+    engine = next(iter(load_engines(one)[0].values()))
     audio = sum(f.duration for f in files)
     modes: Modes = {}
     throughput: dict[str, float] = {}
@@ -168,22 +167,20 @@ def measure_ceiling(
     batch_sizes: tuple[int, ...] = BATCH_SIZES,
     repeats: Repeats = DEFAULT_REPEATS,
     windows: tuple[str, ...] = WINDOW_MODES,
+    chosen: tuple[tuple[int, int], ...] | None = None,
 ) -> Ceiling:
-    """Every layout in a fresh process of its own, one after another."""
+    """Every layout (or the ``chosen`` ones) in a fresh process of its own, one after
+    another."""
     audio = sum(f.duration for f in files)
     modes, preprocessing = prepare_modes(files, settings, windows)
-    features = sum(c.features.nbytes for chunks in modes.values() for c in chunks) / 2**20
+    features = features_mib(modes)
     rows: list[CeilingRow] = []
-    context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="asrserve-ceiling-") as tmp:
-        path = Path(tmp) / "features.pickle"
-        path.write_bytes(pickle.dumps(modes, protocol=pickle.HIGHEST_PROTOCOL))
+        path = write_features(modes, Path(tmp))
         del modes
-        for replicas, threads in layouts(usable_cores()):
+        for replicas, threads in chosen or layouts(usable_cores()):
             plan = LayoutPlan(replicas, threads, settings, path, batch_sizes, repeats)
-            with ProcessPoolExecutor(1, mp_context=context) as child:
-                result = child.submit(measure_layout, plan).result()
-            rows.extend(layout_rows(result, audio * repeats.passes))
+            rows.extend(layout_rows(in_child(plan), audio * repeats.passes))
             print(f"  ceiling {replicas}×{threads}: done", flush=True)
     return Ceiling(rows, audio, preprocessing, features, repeats)
 

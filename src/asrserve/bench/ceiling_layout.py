@@ -8,11 +8,12 @@ are loaded, so "after load" is the interpreter and the model, not the input.
 
 from __future__ import annotations
 
+import multiprocessing
 import pickle
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,10 +133,29 @@ def measure_layout(plan: LayoutPlan, load: Loader | None = None) -> LayoutResult
     return LayoutResult(plan.replicas, plan.threads, after_load, _status_kib("VmHWM"), measures)
 
 
-def _load(settings: Settings) -> list[dict[str, Engine]]:
-    from asrserve.engine.loading import load
+def features_mib(modes: Modes) -> float:
+    return sum(c.features.nbytes for chunks in modes.values() for c in chunks) / 2**20
 
-    return load(settings)
+
+def write_features(modes: Modes, folder: Path) -> Path:
+    """The chunks of every window mode, pickled once for the children to read."""
+    path = folder / "features.pickle"
+    path.write_bytes(pickle.dumps(modes, protocol=pickle.HIGHEST_PROTOCOL))
+    return path
+
+
+def in_child(plan: LayoutPlan) -> LayoutResult:
+    """``plan`` measured in a fresh process (spawned: nothing of this one's state)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as child:
+        return child.submit(measure_layout, plan).result()
+
+
+def _load(settings: Settings) -> list[dict[str, Engine]]:
+    """The replicas on the engine the settings name (``engine``; ``auto``: the device's)."""
+    from asrserve.engine.registry import load_engines
+
+    return load_engines(settings)
 
 
 def _status_kib(key: str) -> int:

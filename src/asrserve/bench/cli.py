@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from asrserve.bench.arguments import DEFAULT_POLICIES, ENV_FLAGS, add_arguments, scenario_flags
+from asrserve.bench.arguments import (
+    DEFAULT_POLICIES,
+    ENV_FLAGS,
+    add_arguments,
+    check_engines,
+    scenario_flags,
+)
 from asrserve.bench.batch import BatchScenario, batch_report, measure_batch
 from asrserve.bench.ceiling import (
     Ceiling,
@@ -16,6 +22,7 @@ from asrserve.bench.ceiling import (
 )
 from asrserve.bench.ceiling_layout import Repeats
 from asrserve.bench.distributed import DistributedConfig, distributed_report, measure_distributed
+from asrserve.bench.engine_curve import CurvePlan, EngineCurves, measure_curves
 from asrserve.bench.load import AudioFile, Pattern
 from asrserve.bench.runner import (
     BASELINES,
@@ -35,6 +42,7 @@ from asrserve.settings import Settings
 
 def run(args: argparse.Namespace) -> int:
     args = scenario_flags(args)
+    check_engines(args)
     if args.memory:
         from asrserve.bench.memory import run_memory
 
@@ -57,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         url=args.url,
         ceiling=args.ceiling or args.offline or args.batch is not None,
         windows=windows,
+        engines=args.engines or (None,),
     )
     overrides = {k: getattr(args, k) for k in ENV_FLAGS if getattr(args, k) is not None}
     if windows[0] is not None:
@@ -70,21 +79,41 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     rows = _measure_rows(config, files)
-    ceiling = None
+    ceiling, curves = None, None
     if config.ceiling:
         repeats = Repeats(args.ceiling_passes, args.ceiling_repetitions)
-        modes: tuple[str, ...] = args.ceiling_windows
-        ceiling = measure_ceiling(files, settings, args.ceiling_batch_sizes, repeats, modes)
-        print(ceiling_table(ceiling))
+        sizes, modes, chosen = args.ceiling_batch_sizes, args.ceiling_windows, args.ceiling_layouts
+        if args.engines:
+            plan = CurvePlan(args.engines, sizes, repeats, modes, chosen)
+            curves = measure_curves(files, settings, plan)
+        else:
+            ceiling = measure_ceiling(files, settings, sizes, repeats, modes, chosen)
+            print(ceiling_table(ceiling))
     batch = _measure_batch(args, config, files, ceiling)
-    if rows or (batch is None and ceiling is None):
+    if rows or (batch is None and ceiling is None and curves is None):
         print(report(rows, ceiling, args.baseline.split(",") if args.baseline else BASELINES))
     if batch is not None:
         print(batch_report(batch))
+    extra = None if batch is None else {"batch": batch}
+    if args.engines:
+        extra = {"engines": _engines(args.engines, rows, curves, settings)}
     if args.json is not None:
-        extra = None if batch is None else {"batch": batch}
         write_json(args.json, rows, ceiling, run_meta(files, env, args.url), extra)
     return 0
+
+
+def _engines(
+    engines: tuple[str, ...], rows: list[Row], curves: EngineCurves | None, settings: Settings
+) -> dict[str, Any]:
+    """``--engines``: the side-by-side report printed, and its JSON."""
+    from asrserve.bench.engine_report import engines_body, engines_report
+    from asrserve.bench.engines import compute_types
+
+    if curves is not None:
+        for engine, alone in curves.ceilings.items():
+            print(f"{engine} alone:\n{ceiling_table(alone)}\n")
+    print(engines_report(rows, curves, engines))
+    return engines_body(rows, curves, engines, compute_types(settings, engines))
 
 
 def _ceiling_defaults(args: argparse.Namespace) -> None:
@@ -234,8 +263,10 @@ def _measure_rows(config: BenchConfig, files: list[AudioFile]) -> list[Row]:
     fields = {"model": "whisper-1", "response_format": "json"}
     for policy in config.policies:
         for window in config.windows:
-            rows.extend(measure_policy(policy, config, files, fields, window))
-            print(f"  {policy}{'' if window is None else '/' + window}: done", flush=True)
+            for engine in config.engines:  # one engine's server right after the other's
+                rows.extend(measure_policy(policy, config, files, fields, window, engine))
+                label = policy + ("" if window is None else f"/{window}")
+                print(f"  {label}{'' if engine is None else f' ({engine})'}: done", flush=True)
     return rows
 
 

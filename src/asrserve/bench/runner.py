@@ -28,6 +28,7 @@ AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".webm", ".m
 REPORTED_SETTINGS = (
     "models",
     "model",
+    "engine",
     "device",
     "compute_type",
     "cpu_replicas",
@@ -54,6 +55,7 @@ class BenchConfig:
     url: str | None = None
     ceiling: bool = False  # also measure the engine alone (bench/ceiling.py)
     windows: Sequence[str | None] = (None,)  # encoder window modes to compare; None: default
+    engines: Sequence[str | None] = (None,)  # engines to compare (bench/engines.py); None: set
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,17 @@ class Row:
     result: LoadResult
     scheduler: dict[str, Any]
     wer: float | None
+    engine: str | None = None  # the engine its server ran on, where the run compared them
+
+    @property
+    def label(self) -> str:
+        return self.policy if self.engine is None else f"{self.policy} ({self.engine})"
 
     def as_dict(self) -> dict[str, Any]:
         r = self.result
         return {
             "policy": self.policy,
+            **({} if self.engine is None else {"engine": self.engine}),
             "pattern": self.pattern,
             "requests": len(r.samples),
             "errors": len(r.samples) - len(r.ok),
@@ -137,6 +145,7 @@ def measure_policy(
     files: list[AudioFile],
     fields: dict[str, str],
     window: str | None = None,
+    engine: str | None = None,
 ) -> list[Row]:
     rows = []
     label = policy if window is None else f"{policy}/{window}"
@@ -145,6 +154,8 @@ def measure_policy(
         url = config.url
         if url is None:
             env = {**config.server_env, **policy_env(policy)}
+            if engine is not None:
+                env["ASRSERVE_ENGINE"] = engine
             if window is not None:
                 env["ASRSERVE_ENCODER_WINDOW"] = window
             server = ServerProcess(Path(tmp) / "data", env=env).start(timeout=120)
@@ -162,6 +173,7 @@ def measure_policy(
                         result,
                         scheduler_delta(before, after),
                         _wer(result),
+                        engine,
                     )
                 )
         finally:
@@ -193,7 +205,7 @@ def report(rows: list[Row], ceiling: Ceiling | None, baselines: Sequence[str] = 
         d = row.as_dict()
         ratios = "".join(f"{_ratio(row, rows, b)} | " for b in ran)
         lines.append(
-            f"| {row.policy} | {row.pattern} | {d['requests']} | {d['errors']} "
+            f"| {row.label} | {row.pattern} | {d['requests']} | {d['errors']} "
             f"| {d['audio_s_per_wall_s']:.2f} | {d['requests_per_s']:.2f} | {d['p50_s']:.2f} "
             f"| {d['p95_s']:.2f} | {d['p99_s']:.2f} | {d['mean_batch_size']} "
             f"| {d['padding_waste']} | {d['wer']} | {ratios}{d['bound'] or '–'} |"
@@ -207,13 +219,16 @@ def report(rows: list[Row], ceiling: Ceiling | None, baselines: Sequence[str] = 
         )
         for row in rows:
             share = row.result.audio_per_wall / best.audio_per_wall
-            lines.append(f"  {row.policy}, {row.pattern}: {share:.2f}× the ceiling")
+            lines.append(f"  {row.label}, {row.pattern}: {share:.2f}× the ceiling")
     return "\n".join(lines)
 
 
 def _ratio(row: Row, rows: list[Row], baseline: str) -> str:
-    """``row``'s throughput over the baseline's under the same load pattern."""
-    ref = next((r for r in rows if r.policy == baseline and r.pattern == row.pattern), None)
+    """``row``'s throughput over the baseline's under the same load pattern (and engine)."""
+    ref = next(
+        (r for r in rows if (r.policy, r.pattern, r.engine) == (baseline, row.pattern, row.engine)),
+        None,
+    )
     if ref is None or not ref.result.audio_per_wall:
         return "–"
     return f"{row.result.audio_per_wall / ref.result.audio_per_wall:.2f}×"
