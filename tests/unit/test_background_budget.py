@@ -28,6 +28,7 @@ class Item:
     enqueued_at: float = 0.0
     key: str = "k"
     window: int = 3000
+    cost_key: str | None = None
 
 
 def greedy(budget: float = 4.0, reserve: int = 0) -> Policy:

@@ -34,6 +34,7 @@ class Item:
     enqueued_at: float = 0.0
     key: str = "k"
     window: int = 500
+    cost_key: str | None = None
 
 
 def steady(rate: float, until: float, key: str = "k") -> ArrivalRate:

@@ -20,6 +20,7 @@ class Item:
     enqueued_at: float = 0.0
     key: str = "default"
     window: int = 3000
+    cost_key: str | None = None
 
 
 RULE = Selection(max_batch_size=4, max_age=30.0)

@@ -25,6 +25,7 @@ import numpy as np
 
 from asrserve.batcher.clock import Clock, MonotonicClock
 from asrserve.batcher.cost import MeasuredCost
+from asrserve.batcher.curve import CostCurves
 from asrserve.batcher.device import Device
 from asrserve.batcher.policies import PolicyConfig, get_policy
 from asrserve.batcher.policies.fill import FILL_SHARE, RIDE_SHARE, ArrivalRate, Load
@@ -121,6 +122,7 @@ class Scheduler:
         self._busy = 0  # devices computing a batch now
         self._arrivals = ArrivalRate()
         self.cost = MeasuredCost()  # of transcription batches, fitted as they run
+        self.curves = CostCurves(config.max_batch_size)  # batch sizes that pay, by window
         idle = config.model_idle if config.model_idle > 0 else FOREVER
         # which models stay loaded (keep_alive), and an operator's load and unload
         self.residency = Residency(
@@ -188,6 +190,7 @@ class Scheduler:
             chunk=chunk,
             audio=audio,
             deadline=deadline,
+            model=self.devices[0].model_id(options.model),
         )
         self._pending.append(item)
         future.add_done_callback(functools.partial(self._given_up, item))
@@ -238,6 +241,7 @@ class Scheduler:
                 cost=self.cost,
                 idle=idle,
                 foreground_seen=self._foreground_seen,
+                sizes=self.curves,
             )
             batch = self.policy.dispatch(self._pending, self.clock.now(), self._online_seen, load)
             if not isinstance(batch, list):  # not yet: look again then, or on an arrival
@@ -328,6 +332,7 @@ class Scheduler:
         self.stats.record(record)
         if batch[0].chunk is not None and batch[0].options.task is not Task.DETECT:
             self.cost.observe(record.size, record.audio_seconds, record.compute)
+        self.curves.observe(batch[0].cost_key, record.size, record.audio_seconds, record.compute)
         pass_id = f"b{next(self._pass_ids)}"
         log.info(
             "batch",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, SAMPLING_RATE, ChunkInput
-from asrserve.jobs.models import TranscriptionOptions
+from asrserve.jobs.models import Task, TranscriptionOptions
 
 WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
 
@@ -29,6 +29,7 @@ class WorkItem:
     chunk: ChunkInput | None = None
     audio: np.ndarray | None = None
     deadline: float | None = None
+    model: str = ""  # the id of the model it runs on (its options may name none: the default)
 
     @property
     def key(self) -> tuple[TranscriptionOptions, int]:
@@ -36,6 +37,14 @@ class WorkItem:
         language among them) and the same encoder window (its length bucket), so a batch is
         padded to its bucket, never beyond."""
         return self.options, self.window
+
+    @property
+    def cost_key(self) -> tuple[str, float] | None:
+        """Its device cost curve (``curve.py``): its model and encoder window (s); None for
+        a language detection or a whole file, whose batches keep no curve."""
+        if self.chunk is None or self.options.task is Task.DETECT:
+            return None
+        return self.model, self.window / FRAMES_PER_SECOND
 
     @property
     def frames(self) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from asrserve.audio.features import window_frames
 from asrserve.engine.base import CHUNK_SECONDS as CHUNK_S
+from asrserve.engine.base import FRAMES_PER_SECOND
 from asrserve.settings import Settings
 
 DEFAULT_WINDOWS: tuple[float, ...] = Settings.model_fields["encoder_windows_s"].default
@@ -47,3 +48,7 @@ class Item:
     @property
     def key(self) -> int:
         return self.window
+
+    @property
+    def cost_key(self) -> tuple[str, float]:  # its cost curve: one model, by window (s)
+        return "", self.window / FRAMES_PER_SECOND

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from asrserve.batcher.cost import MeasuredCost
+from asrserve.batcher.curve import CostCurves
 from asrserve.batcher.policies import PolicyConfig, get_policy, policy_class
 from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.policies.fill import ArrivalRate, Load
@@ -179,6 +180,7 @@ class _Run:
         self.idle_since = [0.0] * service.devices
         self.arrivals = ArrivalRate()
         self.cost = MeasuredCost()  # learnt from the batches as they finish, as the scheduler does
+        self.curves = CostCurves(self.policy.max_batch_size)  # as the scheduler's are
         self.costs: dict[int, float] = {}  # device -> its running batch's time
         self.running: dict[int, list[Item]] = {}
         self.left = [0] * len(requests)
@@ -230,6 +232,7 @@ class _Run:
         if not self.policy.whole_files:
             audio = sum(item.duration for item in batch)
             self.cost.observe(len(batch), audio, self.costs[device])
+            self.curves.observe(batch[0].cost_key, len(batch), audio, self.costs[device])
         if any(self.policy.is_online(item) for item in batch):
             self.online_seen = now
         if not all(self.policy.is_background(item) for item in batch):
@@ -251,6 +254,7 @@ class _Run:
                 cost=self.cost,
                 idle=len(self.idle),
                 foreground_seen=self.foreground_seen,
+                sizes=self.curves,
             )
             batch = self.policy.dispatch(self.pending, now, self.online_seen, load)
             if not isinstance(batch, list):  # look again then (or on the next event)

@@ -102,7 +102,8 @@ class Policy(ABC):
         wait = self.ready(pending, now)
         if wait is not None:
             return wait
-        batch = self.within_budget(self.spread(self.select(pending, now), pending, load), now, load)
+        batch = self.sized(self.spread(self.select(pending, now), pending, load), pending, load)
+        batch = self.within_budget(batch, now, load)
         hold = max(
             self.hold_until(batch[0], online_seen),
             self.fill_until(batch, now, load),
@@ -121,6 +122,12 @@ class Policy(ABC):
         key = batch[0].key
         share = math.ceil(sum(1 for item in pending if item.key == key) / load.idle)
         return batch[: max(share, 1)]
+
+    def sized(self, batch: list[T], pending: Sequence[T], load: Load) -> list[T]:
+        """``batch`` cut to the largest size its device's cost curve pays for."""
+        key = batch[0].cost_key
+        waiting = sum(1 for item in pending if item.key == batch[0].key)
+        return batch[: max(load.sizes.largest(key, waiting), 1)]
 
     def within_budget(self, batch: list[T], now: float, load: Load) -> list[T]:
         """``batch``, cut where its predicted time passes a budget: a live batch past

@@ -50,6 +50,20 @@ class UnknownCost:
 UNKNOWN_COST = UnknownCost()
 
 
+class BatchSizes(Protocol):
+    def largest(self, key: Hashable | None, waiting: int) -> int: ...
+
+
+class NoLimit:
+    """No cost curve: a batch is as large as the policy's limit allows."""
+
+    def largest(self, key: Hashable | None, waiting: int) -> int:
+        return 1 << 30
+
+
+NO_LIMIT = NoLimit()
+
+
 @dataclass
 class ArrivalRate:
     """Recent arrivals per batch key (times on the caller's clock)."""
@@ -78,6 +92,7 @@ class Load:
     cost: BatchCost = UNKNOWN_COST
     idle: int = 1  # devices asking for work now, the asking one among them
     foreground_seen: float = -math.inf  # when work above the background classes came or ran
+    sizes: BatchSizes = NO_LIMIT  # the largest batch that pays, by cost key (``curve.py``)
 
 
 IDLE = Load()

@@ -39,6 +39,8 @@ class Pending(Protocol):
     def seq(self) -> int: ...  # global arrival number, a stable tie-breaker
     @property
     def window(self) -> int: ...  # encoder frames the item is padded to (its length bucket)
+    @property
+    def cost_key(self) -> Hashable | None: ...  # its device cost curve (None: none kept)
 
 
 LENGTH_BUCKET_S = 5.0

@@ -1,0 +1,94 @@
+"""The device cost curve (batcher/curve.py): the batch size that pays, learned from batches,
+and a policy's batches held to it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from asrserve.batcher.curve import EXPLORE_EVERY, CostCurves
+from asrserve.batcher.policies import PolicyConfig, get_policy
+from asrserve.batcher.policies.fill import Load
+
+KEY = ("tiny.en", 30.0)
+
+
+def seeded(costs: dict[int, float], limit: int = 16) -> CostCurves:
+    """Curves whose ``KEY`` was calibrated at ``costs`` (device s per audio s, by size)."""
+    curves = CostCurves(limit)
+    for size, cost in costs.items():
+        curves.seed(KEY, size, cost)
+    return curves
+
+
+def test_a_cpu_curve_pays_for_no_batching() -> None:
+    # each chunk costs more in a larger batch: throughput falls from batch 1 on
+    assert seeded({1: 0.02, 2: 0.021, 4: 0.024, 8: 0.03}).pays(KEY) == 1
+
+
+def test_a_gpu_curve_pays_for_its_largest_measured_batch() -> None:
+    assert seeded({1: 0.01, 2: 0.005, 4: 0.0026, 8: 0.0013, 16: 0.0007}).pays(KEY) == 16
+
+
+def test_the_smallest_size_within_five_percent_of_the_best_pays() -> None:
+    # batch 8 is best, batch 4 within 5% of it: the smaller batch keeps the latency
+    assert seeded({1: 0.02, 2: 0.012, 4: 0.0104, 8: 0.0100}).pays(KEY) == 4
+
+
+def test_batches_follow_the_device_from_traffic() -> None:
+    curves = seeded({1: 0.02, 2: 0.03})
+    for _ in range(12):  # the device got faster per chunk at batch 2
+        curves.observe(KEY, 2, 20.0, 0.2)
+    assert curves.pays(KEY) == 2
+
+
+def test_a_size_seen_once_in_traffic_does_not_move_the_cap() -> None:
+    curves = seeded({1: 0.02})
+    curves.observe(KEY, 4, 40.0, 0.1)  # one batch: noise until it is seen again
+    assert curves.pays(KEY) == 1
+
+
+def test_a_key_without_a_curve_is_limited_only_by_the_policy() -> None:
+    assert CostCurves(16).largest(("base", 5.0), waiting=40) == 16
+
+
+def test_the_size_above_the_cap_is_tried_once_in_a_while() -> None:
+    curves = seeded({1: 0.02, 2: 0.021, 4: 0.024})
+    sizes = []
+    for _ in range(3 * EXPLORE_EVERY):
+        size = curves.largest(KEY, waiting=8)
+        sizes.append(size)
+        curves.observe(KEY, size, 10.0 * size, 0.2 * size)
+    assert [i for i, size in enumerate(sizes) if size != 1] == [EXPLORE_EVERY, 2 * EXPLORE_EVERY]
+
+
+def test_no_size_is_tried_above_what_is_waiting() -> None:
+    curves = seeded({1: 0.02, 2: 0.021})
+    for _ in range(2 * EXPLORE_EVERY):
+        curves.observe(KEY, 1, 10.0, 0.2)
+    assert curves.largest(KEY, waiting=1) == 1
+
+
+@dataclass(frozen=True)
+class Item:
+    job_id: str
+    seq: int
+    priority: int = 1
+    duration: float = 20.0
+    enqueued_at: float = 0.0
+    key: str = "k"
+    window: int = 3000
+    cost_key: tuple[str, float] | None = KEY
+
+
+def test_a_policy_forms_batches_no_larger_than_the_curve_pays_for() -> None:
+    pending = [Item(f"j{i}", i) for i in range(8)]
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16))
+    load = Load(sizes=seeded({1: 0.02, 2: 0.012, 4: 0.0125, 8: 0.013}))
+    assert greedy.dispatch(pending, 0.0, -math.inf, load) == pending[:2]
+
+
+def test_without_a_curve_a_policy_takes_all_it_may() -> None:
+    pending = [Item(f"j{i}", i) for i in range(8)]
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16))
+    assert greedy.dispatch(pending, 0.0, -math.inf, Load()) == pending
