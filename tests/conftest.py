@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,6 +16,10 @@ from asrserve.bench.redis_process import RedisProcess
 from asrserve.engine.base import Engine
 from tests.support.corpus_languages import LanguageClip
 from tests.support.servers import ROOT, Receiver, Server
+
+# Servers in tests start without the start-up calibration (seconds of the real model per
+# start); tests/test_calibration.py runs it, and the curves it seeds, on purpose.
+os.environ.setdefault("ASRSERVE_CALIBRATION", "off")
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ def test_each_setting_is_in_one_group_and_says_what_it_means() -> None:
 
 
 def test_the_serve_flags_are_made_from_the_fields() -> None:
-    assert {flag.name for flag in flags()} == FLAGS_BEFORE_GROUPS | {"--engine"}
+    assert {flag.name for flag in flags()} == FLAGS_BEFORE_GROUPS | {"--engine", "--calibration"}
     argv = ["serve", "--max-batch-size", "4", "--encoder-windows-s", "5,30"]
     args = parser({}).parse_args([*argv, "--shared-dir", "/mnt/x", "--cpu-threads", "auto"])
     settings = build_settings(args)

@@ -26,6 +26,7 @@ from asrserve.engine.base import Engine, ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.registry import engine_choice, engine_kind
 from asrserve.errors import StoreUnavailable
+from asrserve.inference.calibration import calibrate
 from asrserve.inference.consumer import Consumer, Lane
 from asrserve.inference.preprocess_stats import PreprocessStats, bound
 from asrserve.inference.priority_pool import PriorityPool
@@ -52,6 +53,7 @@ class Inference:
     consumer: Consumer
     executors: list[PriorityPool]
     preprocessing: PreprocessStats
+    calibration: str = "off"  # how the cost curves were seeded: stored, measured or off
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     def view(self) -> dict[str, Any]:
@@ -66,6 +68,8 @@ class Inference:
             "layout": engine_kind(settings).layout(settings).as_dict(),
             "encoder_window": settings.encoder_window.value,
             "encoder_windows_s": list(settings.windows),
+            "calibration": self.calibration,
+            "cost_curves": scheduler.curves.view(),
             "pending_chunks": scheduler.pending_count(),
             "pending_by_window": scheduler.pending_by_window(),
             "models": self._models(),
@@ -125,6 +129,7 @@ async def start_inference(
     cap_ffmpeg_allocations()  # this process decodes jobs' audio (audio/allocations.py)
     replicas = await asyncio.to_thread(engine_factory, settings)
     scheduler = _scheduler(settings, replicas, metrics, recorder)
+    calibration = await _calibrate(settings, scheduler)
     catalog = Catalog.of(
         [
             ModelInfo(
@@ -169,7 +174,7 @@ async def start_inference(
     recovered = await consumer.durably("recover", backend.queue.recover)
     await consumer.durably("requeue", functools.partial(requeue_lost, backend))
     inference = Inference(
-        settings, catalog, scheduler, consumer, [preprocess, offline], preprocessing
+        settings, catalog, scheduler, consumer, [preprocess, offline], preprocessing, calibration
     )
     inference.tasks = {
         "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),
@@ -192,6 +197,26 @@ async def start_inference(
         recovered,
     )
     return inference
+
+
+async def _calibrate(settings: Settings, scheduler: Scheduler) -> str:
+    """Seed the scheduler's cost curves (``inference/calibration.py``) for this setup: the
+    engine, device, compute type and layout, and each model's weights and windows."""
+    kind, engines = engine_kind(settings), scheduler.devices[0].engines
+    setup = {
+        "engine": engine_choice(settings).engine,
+        "device": f"{kind.resolve_device(settings)}:{settings.device_index}",
+        "compute_type": settings.compute_type,
+        "layout": kind.layout(settings).as_dict(),
+        "models": {model: engine.weights_bytes for model, engine in engines.items()},
+    }
+    windows = {
+        model: engine.capabilities.windows(settings.windows) for model, engine in engines.items()
+    }
+    folder = settings.data_dir / "calibration"
+    return await calibrate(
+        scheduler, settings.calibration, folder, setup, windows, settings.beam_size
+    )
 
 
 async def _report(

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import BaseModel, Field, field_validator
 
 from asrserve.batcher.policies import policy_class
 from asrserve.settings.fields import FLAG
+
+
+class Calibration(StrEnum):
+    STORED = "stored"  # measure unless a stored calibration of the same setup exists
+    FRESH = "fresh"  # measure at every start
+    OFF = "off"  # no calibration: the curves learn from traffic alone
 
 
 class SchedulerSettings(BaseModel):
@@ -18,6 +26,14 @@ class SchedulerSettings(BaseModel):
         16, ge=1, le=256, description="Windows in one forward pass at most.",
         json_schema_extra=FLAG,
     )  # fmt: skip
+    calibration: Calibration = Field(
+        Calibration.STORED,
+        description="How each model's cost curve (batch size against device time, per window)"
+        " is seeded when it loads: `stored`, measured once per setup and kept under"
+        " `data_dir`; `fresh`, measured at every start; `off`, learned from traffic alone."
+        " Batches grow only as far as the curve pays (docs/scheduler.md).",
+        json_schema_extra=FLAG,
+    )
     max_wait_ms: float = Field(
         20.0,
         ge=0,
