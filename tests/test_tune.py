@@ -20,7 +20,7 @@ from asrserve.jobs.models import Job, Priority, TranscriptionOptions
 from asrserve.settings import Settings
 from asrserve.tune.chunks import chunk_durations, window_frames
 from asrserve.tune.cli import recommend
-from asrserve.tune.model import LatencyModel, fit, fit_overhead
+from asrserve.tune.model import LatencyModel, curves, describe_curves, fit, fit_overhead
 from asrserve.tune.simulator import Request, Setting, SimulatedService, simulate
 from tests.support.servers import Server
 
@@ -324,7 +324,7 @@ def test_cli_tables_recommends_and_plots(tmp_path: Path) -> None:
         assert f"| {label} |" in out
     assert "batch latency = 50.0 ms × chunks" in out
     # the recording and the simulator are deterministic: one setting comes out best
-    assert "recommendation: window batch 4 wait 50 ms with p99 ≤ 20000 ms:" in out
+    assert "recommendation: greedy batch 4 with p99 ≤ 20000 ms:" in out
     page = plot.read_text()
     assert (
         page.startswith("<!DOCTYPE html>")
@@ -355,3 +355,13 @@ def test_recommendation_prefers_lower_p99_among_equal_throughputs() -> None:
     best = recommend(outcomes, None)
     assert best is not None and best.setting.policy == "greedy"
     assert recommend(outcomes, 1.0) is None
+
+
+def test_tune_shows_the_cost_curves_a_recording_teaches() -> None:
+    # 5 s windows: a batch of 2 takes 1.2× a batch of 1 for twice the audio
+    rows = [
+        {"size": size, "audio_seconds": 4.0 * size, "compute": cost, "window_frames": 500}
+        for size, cost in [(1, 0.1), (2, 0.12)] * 3
+    ]
+    learned = describe_curves(curves(rows, limit=16))
+    assert learned == ["curve 5 s windows: pays 2; 1: 40.0 (3 batches), 2: 66.67 (3 batches)"]

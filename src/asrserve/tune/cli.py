@@ -14,7 +14,7 @@ from asrserve.batcher.policies import POLICIES, policy_class
 from asrserve.batcher.recording import ARRIVALS, BATCHES, read_rows, recordings_dir
 from asrserve.cli.tools import Command
 from asrserve.settings import Settings
-from asrserve.tune.model import MIN_ROWS, fit
+from asrserve.tune.model import MIN_ROWS, curves, describe_curves, fit
 from asrserve.tune.plot import write_plot
 from asrserve.tune.simulator import Outcome, Request, Setting, SimulatedService, simulate
 
@@ -54,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"asrserve tune: {exc}", file=sys.stderr)
         return 2
     print(f"model: {model.describe()}")
+    for line in describe_curves(curves(batches, settings.max_batch_size)):
+        print(line)
     print(f"load: {_describe(args, requests)}")
     service = SimulatedService.of(settings, args.devices)
     outcomes = [simulate(requests, setting, model, service) for setting in grid]

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from asrserve.batcher.cost import MIN_ROWS, LatencyModel, fit_batch_cost, nnls
+from asrserve.batcher.curve import CostCurves
+from asrserve.engine.base import FRAMES_PER_SECOND
 
-__all__ = ["MIN_ROWS", "LatencyModel", "fit", "fit_overhead"]
+__all__ = ["MIN_ROWS", "LatencyModel", "curves", "describe_curves", "fit", "fit_overhead"]
 
 Row = Mapping[str, Any]
 
@@ -61,3 +63,26 @@ def fit_overhead(arrivals: Sequence[Row], batches: Sequence[Row]) -> tuple[float
     design = np.array([[1.0, duration] for duration, _ in pairs])
     o0, o1 = nnls(design, np.array([delay for _, delay in pairs]))
     return float(o0), float(o1)
+
+
+def curves(batches: Sequence[Row], limit: int) -> CostCurves:
+    """The cost curves a scheduler would have learned from the recorded batches (one model:
+    a recording does not name it), by encoder window."""
+    learned = CostCurves(limit)
+    for row in batches:
+        window = float(row.get("window_frames", 0)) / FRAMES_PER_SECOND
+        key = ("", window) if window > 0 else None
+        learned.observe(key, int(row["size"]), float(row["audio_seconds"]), float(row["compute"]))
+    return learned
+
+
+def describe_curves(learned: CostCurves) -> list[str]:
+    """A line per window: the batch size that pays, and each size's audio s per device s."""
+    lines = []
+    for curve in learned.view():
+        points = ", ".join(
+            f"{size}: {point['audio_s_per_s']} ({point['batches']} batches)"
+            for size, point in curve["points"].items()
+        )
+        lines.append(f"curve {curve['window_s']:g} s windows: pays {curve['pays']}; {points}")
+    return lines
