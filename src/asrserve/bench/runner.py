@@ -6,6 +6,7 @@ import asyncio
 import json
 import platform
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import httpx
 from asrserve.audio.decode import decode
 from asrserve.bench.ceiling import Ceiling
 from asrserve.bench.corpus import build_corpus, load_refs
+from asrserve.bench.cpu_split import split, split_table
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
 from asrserve.bench.wer import wer
 from asrserve.cli.server_process import ServerProcess
@@ -89,6 +91,7 @@ class Row:
             "padding_waste": self.scheduler.get("padding_waste"),
             "bound": self.scheduler.get("bound"),
             "wer": None if self.wer is None else round(self.wer, 4),
+            "cpu_cores": self.scheduler.get("cpu_cores", {}),
         }
 
 
@@ -164,18 +167,13 @@ def measure_policy(
             asyncio.run(run_load(url, files[:2], Pattern(requests=2), fields))  # warm-up
             for pattern in config.patterns:
                 before = httpx.get(f"{url}/v1/scheduler").json()
+                client = time.process_time()
                 result = asyncio.run(run_load(url, files, pattern, fields))
+                client = time.process_time() - client
                 after = httpx.get(f"{url}/v1/scheduler").json()
-                rows.append(
-                    Row(
-                        label,
-                        pattern.describe(),
-                        result,
-                        scheduler_delta(before, after),
-                        _wer(result),
-                        engine,
-                    )
-                )
+                delta = scheduler_delta(before, after)
+                delta["cpu_cores"] = split(before, after, result.wall, client)
+                rows.append(Row(label, pattern.describe(), result, delta, _wer(result), engine))
         finally:
             if server is not None:
                 server.stop()
@@ -220,7 +218,9 @@ def report(rows: list[Row], ceiling: Ceiling | None, baselines: Sequence[str] = 
         for row in rows:
             share = row.result.audio_per_wall / best.audio_per_wall
             lines.append(f"  {row.label}, {row.pattern}: {share:.2f}× the ceiling")
-    return "\n".join(lines)
+    cores = [(f"{r.label}, {r.pattern}", r.scheduler.get("cpu_cores", {})) for r in rows]
+    table = split_table(cores)
+    return "\n".join([*lines, "", table] if table else lines)
 
 
 def _ratio(row: Row, rows: list[Row], baseline: str) -> str:

@@ -8,7 +8,10 @@ SUMMED = (
     *("batches", "items", "dropped", "audio_seconds", "padded_frames", "total_frames"),
     *("pending_chunks", "jobs_in_flight"),
 )
-MERGED = ("batch_sizes", "queued_items", "queued_audio_seconds", "pending_by_window")
+MERGED = (
+    *("batch_sizes", "queued_items", "queued_audio_seconds", "pending_by_window"),
+    "cpu_seconds",
+)
 PER_DEVICE = ("device_busy_seconds", "device_busy_fraction")
 SHARED = ("policy", "max_batch_size", "max_wait_ms", "encoder_window", "encoder_windows_s")
 

@@ -28,6 +28,7 @@ from asrserve.engine.registry import engine_choice, engine_kind
 from asrserve.errors import StoreUnavailable
 from asrserve.inference.calibration import calibrate
 from asrserve.inference.consumer import Consumer, Lane
+from asrserve.inference.cpu_split import cpu_seconds
 from asrserve.inference.preprocess_stats import PreprocessStats, bound
 from asrserve.inference.priority_pool import PriorityPool
 from asrserve.jobs.models import Job, Priority
@@ -70,6 +71,7 @@ class Inference:
             "encoder_windows_s": list(settings.windows),
             "calibration": self.calibration,
             "cost_curves": scheduler.curves.view(),
+            "cpu_seconds": cpu_seconds(),
             "pending_chunks": scheduler.pending_count(),
             "pending_by_window": scheduler.pending_by_window(),
             "models": self._models(),
