@@ -21,6 +21,7 @@ from asrserve.engine.base import SAMPLING_RATE
 WINDOW = 512  # samples per speech probability (32 ms)
 CONTEXT = 64  # samples of the previous window the model sees with each window
 BLOCK_WINDOWS = 2048  # windows per model call (65 s of audio, 4.7 MB of input)
+FEED_SAMPLES = 32 * WINDOW  # a file's speech detector runs the model once per ~1 s of audio
 SHORT_SILENCE_S = 0.098  # a pause this long is where an overlong region may be cut
 
 
@@ -176,12 +177,28 @@ class SpeechDetector:
     def __init__(self, config: VadConfig) -> None:
         self._stream = SileroStream()
         self._regions = _Regions(config)
+        self._held: list[np.ndarray] = []  # fed, not yet run through the model
+        self._held_samples = 0
 
     @property
     def samples(self) -> int:
-        return self._stream.samples
+        """Samples fed so far (the model may not have seen the last ``FEED_SAMPLES``)."""
+        return self._stream.samples + self._held_samples
 
     def feed(self, audio: np.ndarray) -> None:
+        """Decoders hand blocks of a few hundred samples, and a model call costs about as much
+        as dozens of windows: the blocks are held until ``FEED_SAMPLES`` are, then run at
+        once (the probabilities are the same however the audio is split)."""
+        self._held.append(audio)
+        self._held_samples += audio.shape[0]
+        if self._held_samples >= FEED_SAMPLES:
+            self._run_held()
+
+    def _run_held(self) -> None:
+        if not self._held:
+            return
+        audio = np.concatenate(self._held) if len(self._held) > 1 else self._held[0]
+        self._held, self._held_samples = [], 0
         for probability in self._stream.feed(audio):
             self._regions.push(float(probability))
 
@@ -202,6 +219,7 @@ class SpeechDetector:
     def finish(self) -> list[dict[str, int]]:
         """The speech regions of all the audio fed (in samples), as faster-whisper finds them
         (which pads the audio with up to one window of silence at the end)."""
+        self._run_held()
         for probability in self._stream.flush():
             self._regions.push(float(probability))
         return self._regions.finish(self.samples)
