@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from asrserve.batcher.cost import LatencyModel
 from asrserve.batcher.curve import EXPLORE_EVERY, CostCurves
 from asrserve.batcher.policies import PolicyConfig, get_policy
-from asrserve.batcher.policies.fill import Load
+from asrserve.batcher.policies.fill import ArrivalRate, Load
 
 KEY = ("tiny.en", 30.0)
+FIXED = LatencyModel(a=0.01, b=0.0, c=1.0, whole_b=0.0, whole_c=1.0)  # 1 s a call
 
 
 def seeded(costs: dict[int, float], limit: int = 16) -> CostCurves:
@@ -92,3 +94,17 @@ def test_without_a_curve_a_policy_takes_all_it_may() -> None:
     pending = [Item(f"j{i}", i) for i in range(8)]
     greedy = get_policy("greedy", PolicyConfig(max_batch_size=16))
     assert greedy.dispatch(pending, 0.0, -math.inf, Load()) == pending
+
+
+def test_no_device_waits_to_fill_a_batch_the_curve_does_not_pay_for() -> None:
+    # a fixed cost per call would make waiting for company pay, but the device's curve
+    # says a batch of 2 gets no more done than 1: the lone chunk goes at once
+    greedy = get_policy("greedy", PolicyConfig(max_batch_size=16))
+    pending = [Item("a", 0, enqueued_at=10.0)]
+    arrivals = ArrivalRate()
+    for step in range(20):
+        arrivals.arrived("k", 9.0 + step / 20)
+    waits = Load(1, 10.0, arrivals, FIXED)
+    curve = Load(1, 10.0, arrivals, FIXED, sizes=seeded({1: 0.02, 2: 0.021}))
+    assert not isinstance(greedy.dispatch(pending, 10.0, -math.inf, waits), list)
+    assert greedy.dispatch(pending, 10.0, -math.inf, curve) == pending

@@ -125,8 +125,9 @@ class CostCurves:
         curve.since_explore = 0
         return curve.above(pays, self.limit) or pays
 
-    def pays(self, key: Hashable) -> int:
-        curve = self.curves.get(key)
+    def pays(self, key: Hashable | None) -> int:
+        """The batch size that pays for ``key`` (``limit`` without a curve)."""
+        curve = None if key is None else self.curves.get(key)
         return self.limit if curve is None else curve.pays(self.limit)
 
     def view(self) -> list[dict[str, Any]]:

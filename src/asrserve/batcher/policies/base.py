@@ -191,7 +191,9 @@ class Policy(ABC):
             return -math.inf
         audio = sum(item.duration for item in batch)
         rate = load.arrivals.per_second(head.key, now)
-        limit, share = self.max_batch_size, self.config.fill_share
+        # never wait to fill a batch past what the device's cost curve pays for
+        limit = min(self.max_batch_size, load.sizes.pays(head.cost_key))
+        share = self.config.fill_share
         wait = fill_wait(len(batch), audio, limit, rate, load, share)
         return load.idle_since + wait if wait > 0 else -math.inf
 

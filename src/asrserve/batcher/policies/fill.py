@@ -52,12 +52,16 @@ UNKNOWN_COST = UnknownCost()
 
 class BatchSizes(Protocol):
     def largest(self, key: Hashable | None, waiting: int) -> int: ...
+    def pays(self, key: Hashable | None) -> int: ...
 
 
 class NoLimit:
     """No cost curve: a batch is as large as the policy's limit allows."""
 
     def largest(self, key: Hashable | None, waiting: int) -> int:
+        return 1 << 30
+
+    def pays(self, key: Hashable | None) -> int:
         return 1 << 30
 
 
