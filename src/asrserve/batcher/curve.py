@@ -19,7 +19,7 @@ clock, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,11 +136,6 @@ class CostCurves:
             {**_fields(key), "pays": curve.pays(self.limit), "points": curve.view()}
             for key, curve in sorted(self.curves.items(), key=lambda kv: str(kv[0]))
         ]
-
-    def points(self) -> Iterable[tuple[Hashable, int, Point]]:
-        for key, curve in self.curves.items():
-            for size, point in curve.points.items():
-                yield key, size, point
 
 
 def _fields(key: Hashable) -> dict[str, Any]:
