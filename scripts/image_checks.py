@@ -248,6 +248,11 @@ def compose_stack(image: str, redis_image: str, work: Path) -> None:
         raise
     finally:
         stack.compose("down", "--volumes", "--timeout", "5")
+        # a worker that the check killed may be restarted by its policy while the stack goes
+        # down (``unless-stopped``), and outlive ``down``: remove what is left of the stack
+        for service in ("api", "worker", "redis"):
+            for name in stack.containers(service):
+                podman("rm", "--force", name)
 
 
 def run_stack(stack: Stack, audio: bytes) -> None:
