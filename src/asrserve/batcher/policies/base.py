@@ -102,7 +102,9 @@ class Policy(ABC):
         wait = self.ready(pending, now)
         if wait is not None:
             return wait
-        batch = self.sized(self.spread(self.select(pending, now), pending, load), pending, load)
+        batch = self.select(pending, now)
+        waiting = sum(1 for item in pending if item.key == batch[0].key)  # of the batch's key
+        batch = self.sized(self.spread(batch, waiting, load), waiting, load)
         batch = self.within_budget(batch, now, load)
         hold = max(
             self.hold_until(batch[0], online_seen),
@@ -113,21 +115,19 @@ class Policy(ABC):
             return hold
         return [*batch, *self.riders(batch, pending, load)]
 
-    def spread(self, batch: list[T], pending: Sequence[T], load: Load) -> list[T]:
-        """With other devices idle too, this one takes its share of the pending items of the
-        batch's key, not all of them: the idle devices run them side by side (on CPU replicas
-        a batch of all of them on one device leaves the others idle and takes longer)."""
+    def spread(self, batch: list[T], waiting: int, load: Load) -> list[T]:
+        """With other devices idle too, this one takes its share of the ``waiting`` items of
+        the batch's key, not all of them: the idle devices run them side by side (on CPU
+        replicas a batch of all of them on one device leaves the others idle and takes
+        longer)."""
         if load.idle <= 1:
             return batch
-        key = batch[0].key
-        share = math.ceil(sum(1 for item in pending if item.key == key) / load.idle)
-        return batch[: max(share, 1)]
+        return batch[: max(math.ceil(waiting / load.idle), 1)]
 
-    def sized(self, batch: list[T], pending: Sequence[T], load: Load) -> list[T]:
-        """``batch`` cut to the largest size its device's cost curve pays for."""
-        key = batch[0].cost_key
-        waiting = sum(1 for item in pending if item.key == batch[0].key)
-        return batch[: max(load.sizes.largest(key, waiting), 1)]
+    def sized(self, batch: list[T], waiting: int, load: Load) -> list[T]:
+        """``batch`` cut to the largest size its device's cost curve pays for, with
+        ``waiting`` items of its key pending."""
+        return batch[: max(load.sizes.largest(batch[0].cost_key, waiting), 1)]
 
     def within_budget(self, batch: list[T], now: float, load: Load) -> list[T]:
         """``batch``, cut where its predicted time passes a budget: a live batch past
