@@ -14,7 +14,8 @@ first pays the one-time costs.
 A calibration is stored under the data directory, named by what it measured (engine,
 device, compute type, layout, models, windows, beam size), and read back by the next start
 with the same ones (``calibration=stored``); ``fresh`` measures again, ``off`` starts
-without (the curves then learn from traffic alone).
+without (the curves then learn from traffic alone). A policy whose batches never hold more
+than one window (``unbatched``, ``none``, or ``max_batch_size`` 1) needs none.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ async def calibrate(
     measured before) or by measuring each model on its ``windows``. What was done."""
     if mode is Calibration.OFF:
         return "off"
+    policy = scheduler.policy
+    if policy.whole_files or policy.max_batch_size <= 1:
+        return "unneeded"  # its batches never hold more than one window: no size to choose
     limit = scheduler.curves.limit
     path = folder / setup_name({**setup, "windows": windows, "beam": beam_size, "limit": limit})
     stored = await asyncio.to_thread(_read, path) if mode is Calibration.STORED else None

@@ -54,7 +54,7 @@ class Inference:
     consumer: Consumer
     executors: list[PriorityPool]
     preprocessing: PreprocessStats
-    calibration: str = "off"  # how the cost curves were seeded: stored, measured or off
+    calibration: str = "off"  # how the cost curves were seeded: stored, measured, off, unneeded
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     def view(self) -> dict[str, Any]:
