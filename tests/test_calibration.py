@@ -42,7 +42,7 @@ def test_calibration_seeds_each_windows_curve_and_the_next_start_reads_it(
         answer = httpx.post(f"{server.url}/v1/audio/transcriptions", files=files, timeout=60)
     assert answer.status_code == 200
     _, refined = curves(server)
-    assert refined[("tiny.en", 30.0)]["points"]["1"]["batches"] == 2
+    assert refined[("tiny.en", 30.0)]["points"]["1"]["batches"] == 1
     server.stop()
 
     again = make_server(data, env=ENV).start()

@@ -361,7 +361,7 @@ def test_tune_shows_the_cost_curves_a_recording_teaches() -> None:
     # 5 s windows: a batch of 2 takes 1.2× a batch of 1 for twice the audio
     rows = [
         {"size": size, "audio_seconds": 4.0 * size, "compute": cost, "window_frames": 500}
-        for size, cost in [(1, 0.1), (2, 0.12)] * 3
+        for size, cost in [(1, 0.1), (2, 0.12)] * 4
     ]
     learned = describe_curves(curves(rows, limit=16))
-    assert learned == ["curve 5 s windows: pays 2; 1: 40.0 (3 batches), 2: 66.67 (3 batches)"]
+    assert learned == ["curve 5 s windows: pays 2; 1: 40.0 (4 batches), 2: 66.67 (4 batches)"]

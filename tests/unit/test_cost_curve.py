@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from asrserve.batcher.cost import LatencyModel
-from asrserve.batcher.curve import EXPLORE_EVERY, CostCurves
+from asrserve.batcher.curve import EXPLORE_EVERY, MIN_BATCHES, CostCurves
 from asrserve.batcher.policies import PolicyConfig, get_policy
 from asrserve.batcher.policies.fill import ArrivalRate, Load
 
@@ -37,17 +37,42 @@ def test_the_smallest_size_within_five_percent_of_the_best_pays() -> None:
     assert seeded({1: 0.02, 2: 0.012, 4: 0.0104, 8: 0.0100}).pays(KEY) == 4
 
 
-def test_batches_follow_the_device_from_traffic() -> None:
+def test_sizes_traffic_measured_compare_as_traffic_measured_them() -> None:
     curves = seeded({1: 0.02, 2: 0.03})
-    for _ in range(12):  # the device got faster per chunk at batch 2
+    for _ in range(MIN_BATCHES):  # the device got faster per chunk at batch 2
+        curves.observe(KEY, 1, 10.0, 0.2)
         curves.observe(KEY, 2, 20.0, 0.2)
     assert curves.pays(KEY) == 2
 
 
-def test_a_size_seen_once_in_traffic_does_not_move_the_cap() -> None:
-    curves = seeded({1: 0.02})
-    curves.observe(KEY, 4, 40.0, 0.1)  # one batch: noise until it is seen again
+def test_traffic_at_one_size_scales_the_calibration_at_the_others() -> None:
+    # calibrated on full windows: batch 4 pays. Traffic's short chunks cost 2.5x more per
+    # audio second at batch 1, and so (the calibration's shape says) would they at batch 4
+    curves = seeded({1: 1 / 77, 4: 1 / 66})
     assert curves.pays(KEY) == 1
+    curves = seeded({1: 1 / 77, 2: 1 / 90})
+    for _ in range(MIN_BATCHES):
+        curves.observe(KEY, 1, 10.0, 10.0 / 30.8)
+    assert curves.pays(KEY) == 2
+    assert curves.view()[0]["points"]["2"]["audio_s_per_s"] == round(90 * 30.8 / 77, 2)
+
+
+def test_a_size_counts_once_traffic_ran_it_often_enough() -> None:
+    curves = seeded({1: 0.02})
+    for _ in range(MIN_BATCHES - 1):
+        curves.observe(KEY, 4, 40.0, 0.1)
+    assert curves.pays(KEY) == 1
+    curves.observe(KEY, 4, 40.0, 0.1)
+    assert curves.pays(KEY) == 4
+
+
+def test_a_point_follows_the_device_as_its_load_changes() -> None:
+    curves = seeded({})
+    for _ in range(20):
+        curves.observe(KEY, 1, 10.0, 0.2)
+    for _ in range(100):  # the other tenants' work now shares the device
+        curves.observe(KEY, 1, 10.0, 0.4)
+    assert curves.view()[0]["points"]["1"]["seconds_per_audio_s"] == 0.04
 
 
 def test_a_key_without_a_curve_is_limited_only_by_the_policy() -> None:
