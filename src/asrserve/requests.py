@@ -13,7 +13,7 @@ from asrserve.engine.catalog import Catalog
 from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import Task, TranscriptionOptions
+from asrserve.jobs.models import MAX_SPEAKERS, Diarization, Task, TranscriptionOptions
 from asrserve.settings.keep_alive import parse_keep_alive
 from asrserve.subtitles import LIMITS, CueLimits
 
@@ -71,9 +71,10 @@ def parse_request(
             )
     given = _Fields(fields)
     model = catalog.resolve(given.get("model"))
+    fmt = _response_format(given.get("response_format"))
+    diarization = _diarization(fmt, task, given)  # a translation's format before its model
     _check_task(task, model)
     openai_params.refuse_unsupported(fields)
-    fmt = _response_format(given.get("response_format"))
     logprobs = _logprobs(fields, fmt)
     granularities = _granularities(given)
     words = "word" in granularities
@@ -93,10 +94,12 @@ def parse_request(
         languages=languages.allowed if language is None and model.multilingual else (),
         prompt=_prompt(given.get("prompt")),
         temperature=_number(given.get("temperature"), "temperature", 0.0, 1.0, 0.0),
-        word_timestamps=words or subtitles,  # cues are cut at words' times
+        # cues are cut at words' times, and words are what speakers are joined to
+        word_timestamps=words or subtitles or diarization is not None,
         beam_size=_beam_size(given.get("beam_size"), model, logprobs=logprobs),
         logprobs=logprobs,
         chunking=openai_params.chunking(fields),
+        diarization=diarization,
     )
     deadline = given.get("deadline_s")
     deadline_s = None if not deadline else _number(deadline, "deadline_s", 0.001, 7 * 86400, 0)
@@ -224,6 +227,31 @@ def _prompt(value: str | None) -> str | None:
         )
         raise InvalidRequest(message, param="prompt", code="prompt_too_long")
     return value or None
+
+
+def _diarization(fmt: ResponseFormat, task: Task, given: _Fields) -> Diarization | None:
+    """Speakers, for ``diarized_json`` (a transcription's format only, as OpenAI's), within
+    the ``min_speakers`` and ``max_speakers`` hints if given (whisper-asr-webservice's)."""
+    hints = {name: given.get(name) for name in ("min_speakers", "max_speakers")}
+    if fmt is not ResponseFormat.DIARIZED_JSON:
+        for name, value in hints.items():
+            if value is not None:
+                raise InvalidRequest(
+                    f"{name} is for diarization (response_format=diarized_json)", param=name
+                )
+        return None
+    if task is not Task.TRANSCRIBE:
+        raise InvalidRequest(
+            f"response_format=diarized_json is for transcriptions, not a {task.value}",
+            param="response_format",
+        )
+    low = _integer(hints["min_speakers"], "min_speakers", 1, MAX_SPEAKERS, 1)
+    high = _integer(hints["max_speakers"], "max_speakers", 1, MAX_SPEAKERS, MAX_SPEAKERS)
+    if low > high:
+        raise InvalidRequest(
+            f"min_speakers ({low}) is more than max_speakers ({high})", param="min_speakers"
+        )
+    return Diarization(min_speakers=low, max_speakers=high)
 
 
 def _check_task(task: Task, model: ModelInfo) -> None:

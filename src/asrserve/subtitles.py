@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from asrserve.transcript import Segment, Transcript
 
@@ -57,6 +58,7 @@ class TimedWord:
     text: str  # as in the transcript's text: its leading space, if it has one
     start: float
     end: float
+    speaker: str | None = None  # its segment's (diarized transcripts)
 
     @property
     def shown(self) -> str:
@@ -124,7 +126,7 @@ def timed_words(transcript: Transcript) -> list[TimedWord]:
     whitespace with times interpolated by character share when it has none."""
     words: list[TimedWord] = []
     for segment in transcript.segments:
-        given = [TimedWord(w.word, w.start, w.end) for w in segment.words or ()]
+        given = [TimedWord(w.word, w.start, w.end, segment.speaker) for w in segment.words or ()]
         words.extend(given if given else _interpolated(segment))
     return [word for word in words if word.text.strip()]
 
@@ -137,7 +139,8 @@ def _interpolated(segment: Segment) -> list[TimedWord]:
     for piece in pieces:
         start = segment.start + span * done / total
         done += len(piece.strip())
-        words.append(TimedWord(piece, start, segment.start + span * done / total))
+        end = segment.start + span * done / total
+        words.append(TimedWord(piece, start, end, segment.speaker))
     return words
 
 
@@ -185,6 +188,9 @@ def _gap(words: Sequence[TimedWord], index: int) -> float:
 
 
 def _forced(words: Sequence[TimedWord], index: int) -> bool:
+    """A cue must end after word ``index``: a long pause follows, or another speaker."""
+    if index + 1 < len(words) and words[index + 1].speaker != words[index].speaker:
+        return True
     return _gap(words, index) >= FORCED_PAUSE_S
 
 
@@ -227,23 +233,31 @@ def _timeline(
     return out
 
 
-def timed_texts(transcript: Transcript, limits: CueLimits) -> list[tuple[float, float, str]]:
-    """(start, end, text) of each cue to write; with ``highlight_words``, a cue for each
-    word's time with that word underlined, and the cue's text plain in the gaps between
-    (as Whisper's and whisperX's subtitle writers make them)."""
-    out: list[tuple[float, float, str]] = []
+class TimedText(NamedTuple):
+    start: float
+    end: float
+    text: str
+    speaker: str | None  # who says it (a cue never holds two speakers)
+
+
+def timed_texts(transcript: Transcript, limits: CueLimits) -> list[TimedText]:
+    """Each cue to write; with ``highlight_words``, a cue for each word's time with that
+    word underlined, and the cue's text plain in the gaps between (as Whisper's and
+    whisperX's subtitle writers make them)."""
+    out: list[TimedText] = []
     for cue in cues(transcript, limits):
+        speaker = cue.words[0].speaker
         if not limits.highlight_words:
-            out.append((cue.start, cue.end, cue.text()))
+            out.append(TimedText(cue.start, cue.end, cue.text(), speaker))
             continue
         shown = cue.start
         for word in cue.words:
             start = min(max(word.start, shown), cue.end)
             end = min(max(word.end, start), cue.end)
             if start > shown:
-                out.append((shown, start, cue.text()))
-            out.append((start, end, cue.text(highlight=word)))
+                out.append(TimedText(shown, start, cue.text(), speaker))
+            out.append(TimedText(start, end, cue.text(highlight=word), speaker))
             shown = end
         if shown < cue.end:
-            out.append((shown, cue.end, cue.text()))
+            out.append(TimedText(shown, cue.end, cue.text(), speaker))
     return out

@@ -41,6 +41,7 @@ class Segment(BaseModel):
     no_speech_prob: float
     words: list[Word] | None = None
     logprobs: list[TokenLogprob] | None = None  # its text tokens', when they were asked for
+    speaker: str | None = None  # who said it, when diarization was asked for
 
 
 class Transcript(BaseModel):

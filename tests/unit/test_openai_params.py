@@ -17,7 +17,7 @@ from asrserve.batch_api.requests import _fields
 from asrserve.engine.base import SAMPLING_RATE, ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import Chunking, Job, JobStatus, TranscriptionOptions
+from asrserve.jobs.models import Chunking, Diarization, Job, JobStatus, Task, TranscriptionOptions
 from asrserve.requests import parse_request
 from asrserve.transcript import TokenLogprob
 from tests.support.fakes import transcript
@@ -121,7 +121,6 @@ def test_bad_chunking_strategies_are_refused_naming_the_field(
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"response_format": ["diarized_json"]}, "response_format"),
         ({"known_speaker_names[]": ["agent"]}, "known_speaker_names[]"),
         (
             {"known_speaker_references[]": ["data:audio/wav;base64,AAAA"]},
@@ -214,3 +213,31 @@ def test_a_batch_output_line_carries_the_logprobs_its_request_asked_for() -> Non
         {"text": "hi", "logprobs": [{"token": " hi", "logprob": -0.25, "bytes": [32, 104, 105]}]},
         {"text": "hi"},
     ]
+
+
+def test_diarized_json_asks_for_speakers_and_the_word_times_they_are_joined_to() -> None:
+    asked = options({"response_format": ["diarized_json"], "max_speakers": ["3"]})
+    assert asked.diarization == Diarization(min_speakers=1, max_speakers=3)
+    assert asked.word_timestamps
+    assert options({}).diarization is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        (
+            {"response_format": ["diarized_json"], "min_speakers": ["3"], "max_speakers": ["2"]},
+            "min_speakers",
+        ),
+        ({"response_format": ["diarized_json"], "max_speakers": ["99"]}, "max_speakers"),
+        ({"min_speakers": ["2"]}, "min_speakers"),
+    ],
+)
+def test_bad_speaker_hints_are_refused_by_name(fields: dict[str, list[str]], param: str) -> None:
+    assert refused(fields).param == param
+
+
+def test_a_translation_cannot_be_diarized() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse_request({"response_format": ["diarized_json"]}, CATALOG, task=Task.TRANSLATE)
+    assert caught.value.param == "response_format"

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
+
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.jobs.models import Priority, TranscriptionOptions
+from asrserve.speakers.embedder import SpeakerEmbedder
 from tests.support.fakes import FakeEngine, chunk
 from tests.support.loop import run_scheduler as run
 
@@ -121,3 +124,45 @@ def test_an_idle_model_releases_its_weights_and_reloads_for_the_next_batch() -> 
 
     run(config, [device], body)
     assert a.batches == [[1.0], [3.0]] and b.loads == 0
+
+
+class Voices(SpeakerEmbedder):
+    """A speaker model that records its batches (each clip's frames) and answers each
+    clip's first feature as its embedding."""
+
+    name = "voices"
+    dimension = 2
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    def require(self) -> None:
+        return None
+
+    def embed(self, banks: np.ndarray) -> np.ndarray:
+        self.batches.append([len(bank) for bank in banks])
+        return banks[:, 0, :2].copy()
+
+
+def test_speaker_clips_of_several_jobs_batch_by_length_apart_from_decoding() -> None:
+    a, _, _ = pair("0")
+    voices = Voices()
+    device = Device("0", {"a": a}, voices)
+
+    def clip(frames: int, value: float) -> np.ndarray:
+        return np.full((frames, 80), value, dtype=np.float32)
+
+    async def body(s: Scheduler, clock: ManualClock) -> None:
+        a.gate.clear()
+        held = s.submit_chunks("j0", 1, TranscriptionOptions(model="a"), [chunk(1.0)])
+        assert await asyncio.to_thread(a.entered.wait, 5)
+        first = s.submit_embed("j1", 1, [clip(148, 1.0), clip(148, 2.0), clip(90, 3.0)])
+        second = s.submit_embed("j2", 1, [clip(148, 4.0)])
+        a.gate.set()
+        found = await asyncio.gather(*first, *second)
+        assert [float(e[0]) for e in found] == [1.0, 2.0, 3.0, 4.0]
+        await asyncio.gather(*held)
+
+    run(SchedulerConfig("greedy", max_batch_size=8), [device], body)
+    assert sorted(voices.batches) == [[90], [148, 148, 148]]  # one pass for both jobs' 1.5 s clips
+    assert a.batches == [[1.0]]

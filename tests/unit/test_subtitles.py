@@ -165,10 +165,10 @@ def test_karaoke_vtt_underlines_each_word_in_its_time() -> None:
 def test_segments_without_words_are_split_by_character_share() -> None:
     text = " aaaa bb, cccc dd. eeee"  # 18 characters but spaces over 1.8 s: 0.1 s each
     transcript = Transcript(language="en", duration=5.0, segments=[segment(text, 2.0, 3.8, None)])
-    timed = [(round(s, 3), round(e, 3), t) for s, e, t in timed_texts(transcript, CueLimits())]
+    timed = [(round(s, 3), round(e, 3), t) for s, e, t, _ in timed_texts(transcript, CueLimits())]
     assert timed == [(2.0, 3.8, "aaaa bb, cccc dd. eeee")]
     tight = CueLimits(max_line_width=10, max_line_count=1)
-    timed = [(round(s, 3), round(e, 3), t) for s, e, t in timed_texts(transcript, tight)]
+    timed = [(round(s, 3), round(e, 3), t) for s, e, t, _ in timed_texts(transcript, tight)]
     assert timed == [(2.0, 2.7, "aaaa bb,"), (2.7, 3.4, "cccc dd."), (3.4, 3.8, "eeee")]
 
 

@@ -56,6 +56,7 @@ FILE_FIELD = "audio_file"
 PARAMS = {"file": FILE_FIELD, "prompt": "initial_prompt"}  # the core's names → this route's
 ENGINE = {"Asr-Engine": "faster_whisper"}
 CUES = (WhisperOutput.SRT, WhisperOutput.VTT, WhisperOutput.TSV)  # outputs cut into cues
+SPEAKERS = (WhisperOutput.JSON, WhisperOutput.SRT, WhisperOutput.VTT)  # outputs with speakers
 
 
 @router.post("/asr", openapi_extra=audio_file_form())
@@ -74,9 +75,14 @@ async def asr(
     word_timestamps: bool = False,
     output: WhisperOutput = WhisperOutput.TXT,
     model: Model = None,
+    diarize: Annotated[bool, Query(description="Label each segment with its speaker")] = False,
+    min_speakers: int | None = None,
+    max_speakers: int | None = None,
 ) -> Response:
     """Transcribe (or translate into English) ``audio_file``; the transcript as a file
-    (srt, vtt and tsv cut into cues from word timestamps, as the shaping parameters say)."""
+    (srt, vtt and tsv cut into cues from word timestamps, as the shaping parameters say).
+    ``diarize``: each segment (json) or cue (srt: the speaker before its text; vtt: a
+    ``<v A>`` voice tag) says who speaks; txt and tsv cannot carry speakers."""
     highlight = output in (WhisperOutput.SRT, WhisperOutput.VTT)
     cues = parse_cue_limits(
         shaping, output in CUES, needs="output srt, vtt or tsv", highlight=highlight
@@ -84,8 +90,12 @@ async def asr(
     needs_languages = _needs_languages(task, language, principal.languages)
     model = model or _peer_model(ctx, multilingual=needs_languages)
     fields = _fields(model=model, language=language, prompt=initial_prompt)
-    if word_timestamps or cues:  # the core asks for the verbose format with word timestamps
+    if diarize:  # speakers come with word timestamps
+        fields |= _diarized(output, min_speakers, max_speakers)
+    elif word_timestamps or cues:  # the core asks for the verbose format with word timestamps
         fields |= {"response_format": ["verbose_json"], "timestamp_granularities[]": ["word"]}
+    elif min_speakers is not None or max_speakers is not None:
+        raise InvalidRequest("min_speakers and max_speakers need diarize=true", param="diarize")
     job = await _run(request, ctx, principal, fields, Task(task), encode=encode)
     body = render_whisper(finished_transcript(job, FILE_FIELD), output, cues)
     name = quote(job.filename or "audio")
@@ -107,6 +117,17 @@ async def detect_language(
         "language_code": transcript.language,
         "confidence": transcript.language_probability,
     }
+
+
+def _diarized(output: WhisperOutput, low: int | None, high: int | None) -> dict[str, list[str]]:
+    """The core's fields for a diarized ``/asr`` request, in a format that carries speakers."""
+    if output not in SPEAKERS:
+        carriers = ", ".join(o.value for o in SPEAKERS)
+        message = f"output={output.value} cannot carry speakers; with diarize use {carriers}"
+        raise InvalidRequest(message, param="output")
+    pairs = (("min_speakers", low), ("max_speakers", high))
+    hints = {name: [str(value)] for name, value in pairs if value is not None}
+    return {"response_format": ["diarized_json"], **hints}
 
 
 async def _run(

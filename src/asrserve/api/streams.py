@@ -16,9 +16,9 @@ from fastapi.responses import StreamingResponse
 from asrserve.api.schemas import job_view, progress_view
 from asrserve.api.waits import HeldStream
 from asrserve.errors import AsrError, Conflict, DeadlineExceeded, StoredError
-from asrserve.formats import logprobs_view
+from asrserve.formats import diarized_segment, logprobs_view
 from asrserve.jobs.models import Job, JobStatus
-from asrserve.transcript import TokenLogprob
+from asrserve.transcript import TokenLogprob, Transcript
 
 KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing an idle stream
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -109,7 +109,8 @@ def _error(exc: AsrError) -> str:
 
 
 async def transcript_events(jobs: AsyncIterator[Job], timeout: float) -> AsyncIterator[str]:
-    """OpenAI's ``transcript.text.delta`` events as the text becomes final, then
+    """OpenAI's ``transcript.text.delta`` events as the text becomes final, then (diarized)
+    a ``transcript.text.segment`` event for each segment with its speaker, then
     ``transcript.text.done``; an ``error`` object (which the openai client raises) if the
     job fails, is cancelled or is not done within ``timeout`` seconds."""
     deltas, last = _Deltas(), None
@@ -124,13 +125,8 @@ async def transcript_events(jobs: AsyncIterator[Job], timeout: float) -> AsyncIt
         if not pieces and not job.status.finished:
             yield ": keep-alive\n\n"
     if last is not None and last.status is JobStatus.SUCCEEDED and last.result is not None:
-        seconds = last.result.duration
-        usage = {"type": "duration", "seconds": round(seconds)}
-        text = last.result.text
-        done: dict[str, Any] = {"type": "transcript.text.done", "text": text, "usage": usage}
-        if last.options.logprobs:
-            done["logprobs"] = logprobs_view(last.result.logprobs)
-        yield sse(done)
+        for event in _finished(last, last.result):
+            yield event
     elif last is not None and last.status is JobStatus.FAILED and last.error is not None:
         error = last.error
         yield _error(StoredError(error.status, error.message, code=error.code))
@@ -138,6 +134,19 @@ async def transcript_events(jobs: AsyncIterator[Job], timeout: float) -> AsyncIt
         yield _error(Conflict("the job was cancelled", code="job_cancelled"))
     else:
         yield _error(DeadlineExceeded(f"transcription did not finish within {timeout:g} s"))
+
+
+def _finished(job: Job, result: Transcript) -> list[str]:
+    """A succeeded job's last events: (diarized) each segment with its speaker, known once
+    the whole file is; then ``transcript.text.done``."""
+    events = []
+    if job.options.diarization is not None:
+        events = [sse(diarized_segment(segment)) for segment in result.segments]
+    usage = {"type": "duration", "seconds": round(result.duration)}
+    done: dict[str, Any] = {"type": "transcript.text.done", "text": result.text, "usage": usage}
+    if job.options.logprobs:
+        done["logprobs"] = logprobs_view(result.logprobs)
+    return [*events, sse(done)]
 
 
 async def job_events(jobs: AsyncIterator[Job]) -> AsyncIterator[str]:

@@ -8,15 +8,18 @@ from dataclasses import dataclass, field
 
 from asrserve.engine.base import Engine
 from asrserve.errors import InvalidRequest
+from asrserve.speakers.embedder import NoSpeakerModel, SpeakerEmbedder
 
 
 @dataclass
 class Device:
     """One device and its replica of each served model (by model id; the first is the
-    default model's, which options naming no model run on)."""
+    default model's, which options naming no model run on), and the speaker model that
+    diarization's embedding passes run on (shared by a node's devices: it holds no state)."""
 
     name: str
     engines: dict[str, Engine]
+    speakers: SpeakerEmbedder = field(default_factory=NoSpeakerModel)
     executor: ThreadPoolExecutor = field(init=False)
     last_used: dict[str, float] = field(default_factory=dict)  # model id → clock time
     running: str | None = None  # the model id of the batch it runs now

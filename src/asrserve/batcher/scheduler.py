@@ -44,6 +44,9 @@ from asrserve.settings.keep_alive import FOREVER
 
 log = logging.getLogger(__name__)
 
+SPEAKERS = "speakers"  # the model id of diarization's embedding passes
+_NOT_WHISPER_WINDOWS = (Task.DETECT, Task.EMBED)  # batches the latency model does not learn
+
 
 class RunTimeout(InternalError):
     """A batch ran far longer than the device's measured speed allows: it hangs. Its
@@ -158,6 +161,18 @@ class Scheduler:
         for the same model (and the same ``among``)."""
         options = TranscriptionOptions(model=model, task=Task.DETECT, languages=among)
         return self._add(job_id, priority, options, deadline, chunk=chunk)
+
+    def submit_embed(
+        self,
+        job_id: str,
+        priority: int,
+        banks: Sequence[np.ndarray],
+        deadline: float | None = None,
+    ) -> list[asyncio.Future[np.ndarray]]:
+        """A voice embedding of each clip's filterbank ((frames, 80), mean-normalised), run
+        on a device's speaker model: clips of equal length batch together, across jobs."""
+        options = TranscriptionOptions(model=SPEAKERS, task=Task.EMBED)
+        return [self._add(job_id, priority, options, deadline, chunk=_clip(bank)) for bank in banks]
 
     def submit_whole(
         self,
@@ -330,7 +345,7 @@ class Scheduler:
             total_frames=window * len(batch),
         )
         self.stats.record(record)
-        if batch[0].chunk is not None and batch[0].options.task is not Task.DETECT:
+        if batch[0].chunk is not None and batch[0].options.task not in _NOT_WHISPER_WINDOWS:
             self.cost.observe(record.size, record.audio_seconds, record.compute)
         self.curves.observe(batch[0].cost_key, record.size, record.audio_seconds, record.compute)
         pass_id = f"b{next(self._pass_ids)}"
@@ -373,6 +388,9 @@ class Scheduler:
     async def _run_chunks(self, device: Device, batch: list[WorkItem]) -> list[Any]:
         chunks = [item.chunk for item in batch if item.chunk is not None]
         options, timeout = batch[0].options, self.run_timeout(batch)
+        if options.task is Task.EMBED:
+            banks = np.stack([chunk.features.T for chunk in chunks])
+            return list(await self._bounded(device, timeout, device.speakers.embed, banks))
         engine = device.engine_for(options.model)
         if options.task is Task.DETECT:
             detect = _on(engine, engine.detect_language)
@@ -452,6 +470,11 @@ class Scheduler:
             label = f"{item.window / FRAMES_PER_SECOND:g}s"
             counts[label] = counts.get(label, 0) + 1
         return counts
+
+
+def _clip(bank: np.ndarray) -> ChunkInput:
+    """A speaker clip as a work item's input: its frames are its window (its batch key)."""
+    return ChunkInput(features=bank.T, offset=0.0, duration=len(bank) / FRAMES_PER_SECOND)
 
 
 def _resolve(future: asyncio.Future[Any], result: Any) -> None:

@@ -44,7 +44,7 @@ class WorkItem:
         a language detection or a whole file, whose batches keep no curve."""
         if self.chunk is None or self.options.task is Task.DETECT:
             return None
-        return self.model, self.window / FRAMES_PER_SECOND
+        return self.model, self.window / FRAMES_PER_SECOND  # speaker clips: their frames
 
     @property
     def frames(self) -> tuple[int, int]:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from threadpoolctl import threadpool_limits
+
 from asrserve.audio.allocations import cap_ffmpeg_allocations
 from asrserve.backends.backend import Backend
 from asrserve.batcher.device import Device
@@ -34,6 +36,7 @@ from asrserve.inference.priority_pool import PriorityPool
 from asrserve.jobs.models import Job, Priority
 from asrserve.metrics import Metrics
 from asrserve.settings import Settings
+from asrserve.speakers.embedder import installed
 from asrserve.waiting import cancel_all
 
 log = logging.getLogger(__name__)
@@ -75,6 +78,7 @@ class Inference:
             "pending_chunks": scheduler.pending_count(),
             "pending_by_window": scheduler.pending_by_window(),
             "models": self._models(),
+            "speaker_model": scheduler.devices[0].speakers.name,
             "jobs_in_flight": self.consumer.in_flight,
             **scheduler.stats.snapshot(),
             **self._capacities(),
@@ -247,7 +251,15 @@ def _scheduler(
     """One scheduler over every replica, reporting each batch to metrics and the recorder."""
     engine = engine_kind(settings)
     names = engine.device_names(settings, len(replicas))
-    devices = [Device(name, dict(models)) for name, models in zip(names, replicas, strict=False)]
+    speakers = installed()  # one for all devices: it holds no state between calls
+    # numpy's own work on a device (the speaker model's passes) takes the device's share of
+    # the cores, as its engine does: OpenBLAS's default (every core, per call) made two
+    # devices' passes fight for the cores (a diarized answer took 2.2x a plain one's time
+    # instead of 1.6x, docs/benchmarks.md)
+    threadpool_limits(engine.layout(settings).threads, user_api="blas")
+    devices = [
+        Device(name, dict(models), speakers) for name, models in zip(names, replicas, strict=False)
+    ]
     config = SchedulerConfig(
         policy=settings.batch_policy,
         max_batch_size=settings.max_batch_size,

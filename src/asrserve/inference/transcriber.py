@@ -8,6 +8,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 from asrserve.audio.chunk import Timeline, assemble
@@ -19,12 +20,15 @@ from asrserve.auth.principal import Principal
 from asrserve.backends.backend import Backend
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegment
+from asrserve.inference.diarizing import speaker_turns
 from asrserve.inference.preprocess_stats import JobPool, PreprocessStats
 from asrserve.inference.priority_pool import PriorityPool
 from asrserve.inference.progress import Report, WindowProgress, ignore
 from asrserve.inference.staging import ALL, Staging
 from asrserve.jobs.models import Job, Progress, Task, TranscriptionOptions
 from asrserve.settings import Settings
+from asrserve.speakers.join import join
+from asrserve.speakers.turns import Turn
 from asrserve.transcript import Transcript
 
 T = TypeVar("T")
@@ -89,18 +93,40 @@ class Transcriber:
             )
             charge = functools.partial(self._charge_decoded, job)
             staging = Staging(staged, pool, job.admitted_s, charge)
+            speakers = self._speakers(job, audio, pool)
             try:
-                return await self._run(job, staging, submitted, report)
+                transcript = await self._run(job, staging, submitted, report)
+                return transcript if speakers is None else join(transcript, await speakers)
             finally:
                 staged.close()
+                if speakers is not None:
+                    speakers.cancel()
+
+    def _speakers(self, job: Job, audio: Path, pool: JobPool) -> asyncio.Task[list[Turn]] | None:
+        """Its diarization, started beside its transcription (None: not asked for)."""
+        diarization = job.options.diarization
+        if diarization is None:
+            return None
+        self._scheduler.devices[0].speakers.require()  # fail now, not after the transcription
+        turns = speaker_turns(
+            self._scheduler,
+            job,
+            diarization,
+            audio,
+            pool,
+            self._settings.max_audio_seconds,
+            self._deadline(job),
+        )
+        return asyncio.create_task(turns, name=f"speakers-{job.id}")
 
     async def _run(
         self, job: Job, staging: Staging, submitted: Callable[[], None], report: Report
     ) -> Transcript:
         """Detect the language first where the model must (a multilingual model, no
         language given: once per job, from its first window), then run every window in it."""
-        # the split is the staged decode's: windows of jobs split differently may share a batch
-        options = job.options.model_copy(update={"chunking": None})
+        # the split is the staged decode's, the speakers are found beside: windows of jobs split
+        # differently, or diarized or not, share batches
+        options = job.options.model_copy(update={"chunking": None, "diarization": None})
         features = self._features(options.model)
         if not self._settings.staged_decode or options.task is Task.DETECT:
             await staging.advance(ALL)  # the whole file first (detect: its length is asked)
@@ -210,16 +236,22 @@ class Transcriber:
             samples = await pool.run(
                 functools.partial(decode, audio, self._settings.max_audio_seconds)
             )
-        seconds = samples.shape[0] / SAMPLING_RATE
-        pool.handed_on(seconds)
-        await self._charge_decoded(job, seconds)
-        report(Progress(chunks_total=1, audio_total_s=round(seconds, 3)))  # one piece
-        whole_job = self._scheduler.submit_whole(
-            job.id, job.priority, job.options, samples, self._deadline(job)
-        )
-        submitted()
-        result: Transcript = await whole_job
-        return result
+            seconds = samples.shape[0] / SAMPLING_RATE
+            pool.handed_on(seconds)
+            await self._charge_decoded(job, seconds)
+            report(Progress(chunks_total=1, audio_total_s=round(seconds, 3)))  # one piece
+            options = job.options.model_copy(update={"diarization": None})
+            speakers = self._speakers(job, audio, pool)
+            try:
+                whole_job = self._scheduler.submit_whole(
+                    job.id, job.priority, options, samples, self._deadline(job)
+                )
+                submitted()
+                result: Transcript = await whole_job
+                return result if speakers is None else join(result, await speakers)
+            finally:
+                if speakers is not None:
+                    speakers.cancel()
 
     async def _charge_decoded(self, job: Job, seconds: float, paid: float = 0.0) -> None:
         """The owner's daily quota was charged what the file's header said at intake (and

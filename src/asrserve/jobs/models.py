@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from asrserve.errors import STATUS_OF_KIND, AsrError
 from asrserve.transcript import TokenLogprob, Transcript
 
+MAX_SPEAKERS = 15  # the most speakers a diarization tells apart
+
 
 class JobStatus(StrEnum):
     QUEUED = "queued"
@@ -43,6 +45,7 @@ class Task(StrEnum):
     TRANSCRIBE = "transcribe"
     TRANSLATE = "translate"  # into English
     DETECT = "detect"  # the spoken language only: no segments
+    EMBED = "embed"  # voice embeddings of a file's clips, for diarization (no Whisper)
 
 
 class Chunking(BaseModel):
@@ -55,6 +58,16 @@ class Chunking(BaseModel):
     threshold: float = Field(0.5, ge=0.0, le=1.0)
     silence_duration_ms: int = Field(160, ge=0, le=10_000)
     prefix_padding_ms: int = Field(400, ge=0, le=5_000)
+
+
+class Diarization(BaseModel):
+    """Speaker labels asked for (``response_format=diarized_json``, ``/asr``'s
+    ``diarize=true``): how many speakers the caller says there are."""
+
+    model_config = ConfigDict(frozen=True)
+
+    min_speakers: int = Field(1, ge=1, le=MAX_SPEAKERS)
+    max_speakers: int = Field(MAX_SPEAKERS, ge=1, le=MAX_SPEAKERS)
 
 
 class TranscriptionOptions(BaseModel):
@@ -77,6 +90,9 @@ class TranscriptionOptions(BaseModel):
     # (the caller's key allows no other; empty: among all). Cleared once it is known, so
     # that the windows of tenants with different lists still share batches.
     languages: tuple[str, ...] = ()
+    # Who spoke when, joined to the words (None: not asked). Not a decoding option: the
+    # transcriber runs it beside the windows, which it submits without it.
+    diarization: Diarization | None = None
 
 
 class JobError(BaseModel):

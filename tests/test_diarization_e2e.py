@@ -1,0 +1,89 @@
+"""Diarization through the service, as OpenAI's users call it: the official ``openai``
+client against a real server with the real models, on a conversation of two real voices:
+``diarized_json`` parsed by the client's own type, the text the plain answer's, streamed
+segments, and the requests it cannot take refused by name."""
+
+from __future__ import annotations
+
+import re
+import wave
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from asrserve.bench.conversations import build
+from asrserve.bench.der import Labelled, score
+from asrserve.bench.wer import wer_one
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.slow
+
+
+def write_wav(path: Path, samples: np.ndarray) -> Path:
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
+    return path
+
+
+def test_diarized_json_streamed_and_refused_through_the_openai_client(
+    server: Server, tmp_path: Path
+) -> None:
+    conversation = build(3, voices=["reader", "allison"])  # two English voices
+    path = write_wav(tmp_path / "talk.wav", conversation.samples)
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as oai:
+        with path.open("rb") as audio:
+            diarized = oai.audio.transcriptions.create(
+                model="whisper-1", file=audio, response_format="diarized_json"
+            )
+        with path.open("rb") as audio:
+            plain = oai.audio.transcriptions.create(model="whisper-1", file=audio)
+
+        assert diarized.task == "transcribe"
+        assert wer_one(plain.text, diarized.text) <= 0.02
+        speakers = [segment.speaker for segment in diarized.segments]
+        assert sorted(set(speakers)) == ["A", "B"] and speakers[0] == "A"
+        assert all(segment.type == "transcript.text.segment" for segment in diarized.segments)
+        found = [Labelled(s.start, s.end, s.speaker) for s in diarized.segments]
+        assert score(conversation.turns, found).der <= 0.15  # segments' spans, not turns'
+
+        with path.open("rb") as audio:
+            events = list(
+                oai.audio.transcriptions.create(
+                    model="whisper-1", file=audio, response_format="diarized_json", stream=True
+                )
+            )
+        segments = [e for e in events if e.type == "transcript.text.segment"]
+        assert events[-1].type == "transcript.text.done"
+        assert [(s.speaker, s.text) for s in segments] == [
+            (s.speaker, s.text) for s in diarized.segments
+        ]
+
+    with path.open("rb") as audio:  # translations: the client's own method is deprecated
+        refused = httpx.post(
+            f"{server.url}/v1/audio/translations",
+            data={"model": "whisper-1", "response_format": "diarized_json"},
+            files={"file": ("talk.wav", audio, "audio/wav")},
+            timeout=60,
+        )
+    assert (refused.status_code, refused.json()["error"]["param"]) == (400, "response_format")
+
+    # whisper-asr-webservice's /asr: diarize=true, speakers in the formats that carry them
+    def asr(**params: str) -> httpx.Response:
+        with path.open("rb") as audio:
+            files = {"audio_file": ("talk.wav", audio, "audio/wav")}
+            return httpx.post(f"{server.url}/asr", params=params, files=files, timeout=120)
+
+    vtt = asr(diarize="true", output="vtt", max_speakers="2")
+    assert vtt.status_code == 200
+    voices = re.findall(r"^<v ([A-Z])>", vtt.text, flags=re.MULTILINE)
+    assert voices[0] == "A" and set(voices) == {"A", "B"}
+    whisper_json = asr(diarize="true", output="json").json()
+    assert {s["speaker"] for s in whisper_json["segments"]} == {"A", "B"}
+    txt = asr(diarize="true", output="txt")
+    assert (txt.status_code, txt.json()["error"]["param"]) == (400, "output")
