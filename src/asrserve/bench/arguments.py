@@ -43,6 +43,7 @@ SCENARIOS: dict[str, tuple[str, str | None]] = {
     "soak": ("soak", "SECONDS"),
     "hostile": ("hostile", "SECONDS"),
     "fallback": ("fallback", "[REPEATS]"),
+    "diarize": ("diarize", "[COUNT]"),
 }
 DEPRECATED_FLAGS = {
     "batch": "batch-api",
@@ -257,6 +258,7 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         f"(default: {','.join(BASELINES)}, those that ran)",
     )
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
+    bench.set_defaults(diarize=None)  # 'asrserve bench diarize [COUNT]' (bench/diarize.py)
     bench.add_argument("--beam-size", type=int)
     bench.add_argument("--max-batch-size", type=int)
     bench.add_argument("--max-wait-ms", type=float)
@@ -378,4 +380,5 @@ SCENARIO_VALUES: dict[str, Callable[[str | None], object]] = {
     "soak": _checked(_above_zero),
     "hostile": _checked(_above_zero),
     "fallback": lambda text: 3 if text is None else _checked(_positive)(text),
+    "diarize": lambda text: 10 if text is None else _checked(_positive)(text),
 }

@@ -143,6 +143,8 @@ def _scenario(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
         return _stream(args, files, env)
     if args.live is not None:
         return _live(args, files, env)
+    if args.diarize is not None:
+        return _diarize(args, files, env)
     if args.fallback is not None:
         return _fallback(args, files, env)
     return None
@@ -167,6 +169,17 @@ def _fallback(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
     body = measure_fallback(files, Settings(**overrides), args.fallback, Task(args.task))
     print(fallback_report(body))
     _scenario_json(args, files, env, "fallback", body)
+    return 0
+
+
+def _diarize(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    from asrserve.bench.diarize import diarize_report, measure_diarize
+
+    if args.url is not None:
+        raise SystemExit("asrserve bench: diarize starts the server it measures")
+    body = measure_diarize(args.diarize, env)
+    print(diarize_report(body))
+    _scenario_json(args, files, env, "diarize", body)
     return 0
 
 
