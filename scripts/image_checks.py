@@ -124,6 +124,12 @@ def image_alone(image: str) -> None:
         with JFK.open("rb") as audio:
             text = client.audio.transcriptions.create(model="tiny.en", file=audio).text
         check(JFK_WORDS in text.lower(), f"the openai client transcribed jfk: {text!r}")
+        with JFK.open("rb") as audio:  # the speaker model's weights are in the image
+            diarized = client.audio.transcriptions.create(
+                model="tiny.en", file=audio, response_format="diarized_json"
+            )
+        speakers = {segment.speaker for segment in diarized.segments}
+        check(speakers == {"A"}, f"jfk diarized: one speaker, {sorted(speakers)}")
         check(
             httpx.get(f"http://127.0.0.1:{port}/v1/models").status_code == 401,
             "without the key: 401",
