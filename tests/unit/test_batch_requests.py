@@ -299,3 +299,26 @@ def test_blank_runs_are_read_in_blocks_and_counting_stops_past_the_limit() -> No
     many = (line("a") + "\n").encode() * 100_000
     assert count_requests(Reads(many), LINE_LIMIT, 10) == 11
     assert Reads.calls == 1
+
+
+def test_a_diarized_line_asks_for_speakers_and_its_output_carries_them() -> None:
+    (request,) = parse(line("a", response_format="diarized_json").encode())
+    assert request.request.options.diarization is not None
+    assert request.request.response_format is ResponseFormat.DIARIZED_JSON
+    said = transcript()
+    labelled = said.model_copy(
+        update={"segments": [said.segments[0].model_copy(update={"speaker": "A"})]}
+    )
+    item = BatchItem(
+        batch_id="batch_x1",
+        line=1,
+        custom_id="a",
+        job_id="job_x1_1",
+        response_format=ResponseFormat.DIARIZED_JSON,
+    )
+    done = Job(id="job_x1_1", status=JobStatus.SUCCEEDED, batch_id="batch_x1", result=labelled)
+    (output,), _ = split_lines([item], {"job_x1_1": done}, "batch_expired")
+    body = json.loads(output)["response"]["body"]
+    assert [(s["type"], s["speaker"], s["text"]) for s in body["segments"]] == [
+        ("transcript.text.segment", "A", "hi")
+    ]
