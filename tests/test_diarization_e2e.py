@@ -87,3 +87,5 @@ def test_diarized_json_streamed_and_refused_through_the_openai_client(
     assert {s["speaker"] for s in whisper_json["segments"]} == {"A", "B"}
     txt = asr(diarize="true", output="txt")
     assert (txt.status_code, txt.json()["error"]["param"]) == (400, "output")
+    translated = asr(diarize="true", output="json", task="translate")
+    assert (translated.status_code, translated.json()["error"]["param"]) == (400, "diarize")

@@ -91,7 +91,7 @@ async def asr(
     model = model or _peer_model(ctx, multilingual=needs_languages)
     fields = _fields(model=model, language=language, prompt=initial_prompt)
     if diarize:  # speakers come with word timestamps
-        fields |= _diarized(output, min_speakers, max_speakers)
+        fields |= _diarized(task, output, min_speakers, max_speakers)
     elif word_timestamps or cues:  # the core asks for the verbose format with word timestamps
         fields |= {"response_format": ["verbose_json"], "timestamp_granularities[]": ["word"]}
     elif min_speakers is not None or max_speakers is not None:
@@ -119,8 +119,13 @@ async def detect_language(
     }
 
 
-def _diarized(output: WhisperOutput, low: int | None, high: int | None) -> dict[str, list[str]]:
-    """The core's fields for a diarized ``/asr`` request, in a format that carries speakers."""
+def _diarized(
+    task: str, output: WhisperOutput, low: int | None, high: int | None
+) -> dict[str, list[str]]:
+    """The core's fields for a diarized ``/asr`` request: a transcription, in a format that
+    carries speakers."""
+    if task != Task.TRANSCRIBE:
+        raise InvalidRequest(f"diarize is for task=transcribe, not {task}", param="diarize")
     if output not in SPEAKERS:
         carriers = ", ".join(o.value for o in SPEAKERS)
         message = f"output={output.value} cannot carry speakers; with diarize use {carriers}"
