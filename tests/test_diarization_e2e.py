@@ -5,16 +5,19 @@ segments, and the requests it cannot take refused by name."""
 
 from __future__ import annotations
 
+import base64
 import re
 import wave
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import openai
 import pytest
 
-from asrserve.bench.conversations import build
+from asrserve.bench.conversations import _read as read_clip
+from asrserve.bench.conversations import build, recordings
 from asrserve.bench.der import Labelled, score
 from asrserve.bench.wer import wer_one
 from tests.support.servers import Server
@@ -89,3 +92,62 @@ def test_diarized_json_streamed_and_refused_through_the_openai_client(
     assert (txt.status_code, txt.json()["error"]["param"]) == (400, "output")
     translated = asr(diarize="true", output="json", task="translate")
     assert (translated.status_code, translated.json()["error"]["param"]) == (400, "diarize")
+
+
+def data_url(samples: np.ndarray, folder: Path, name: str) -> str:
+    return (
+        "data:audio/wav;base64,"
+        + base64.b64encode(write_wav(folder / name, samples).read_bytes()).decode()
+    )
+
+
+def named_share(turns: list[Labelled], segments: list[Any], names: dict[str, str]) -> float:
+    """The share of the known speakers' speech that the segments give their names."""
+    right = total = 0.0
+    for turn in turns:
+        total += turn.end - turn.start
+        for segment in segments:
+            if segment.speaker == names[str(turn.speaker)]:
+                right += max(0.0, min(turn.end, segment.end) - max(turn.start, segment.start))
+    return right / total
+
+
+def test_known_speakers_are_named_from_their_references(server: Server, tmp_path: Path) -> None:
+    voices = ["reader", "allison"]
+    conversation = build(5, voices=voices)
+    path = write_wav(tmp_path / "talk.wav", conversation.samples)
+    used = {turn.speaker for turn in conversation.turns}
+    assert used == set(voices)
+    # a recording of each voice as its reference (2-10 s of its speech)
+    references = []
+    for voice in voices:
+        clip = next(
+            samples
+            for recording in recordings(voice)
+            for samples in [read_clip(recording)]
+            if 2.5 <= len(samples) / 16000 <= 9.5
+        )
+        references.append(data_url(clip, tmp_path, f"{voice}.wav"))
+    names = {"reader": "Elinor", "allison": "Allison"}
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as oai:
+        with path.open("rb") as audio:
+            answer = oai.audio.transcriptions.create(
+                model="whisper-1",
+                file=audio,
+                response_format="diarized_json",
+                known_speaker_names=[names[v] for v in voices],
+                known_speaker_references=references,
+            )
+        assert {segment.speaker for segment in answer.segments} == set(names.values())
+        assert named_share(conversation.turns, answer.segments, names) >= 0.9
+
+        short = data_url(np.zeros(16000, dtype=np.float32), tmp_path, "short.wav")
+        with path.open("rb") as audio, pytest.raises(openai.BadRequestError) as refused:
+            oai.audio.transcriptions.create(
+                model="whisper-1",
+                file=audio,
+                response_format="diarized_json",
+                known_speaker_names=["Elinor"],
+                known_speaker_references=[short],
+            )
+        assert refused.value.param == "known_speaker_references[]"

@@ -22,8 +22,6 @@ CHUNKING = "chunking_strategy"
 # OpenAI documents these for its own models; asrserve has no model that honours them, so a
 # request that names one is refused with that name (never answered as if it were not asked).
 UNSUPPORTED = {
-    "known_speaker_names": "speakers are labelled A, B, … (known speakers are not taken yet)",
-    "known_speaker_references": "speakers are labelled A, B, … (known speakers are not taken yet)",
     "keywords": "Whisper is not given keyword lists here; use prompt",
     "languages": "give one language, or none to detect it",
 }

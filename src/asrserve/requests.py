@@ -14,6 +14,7 @@ from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import MAX_SPEAKERS, Diarization, Task, TranscriptionOptions
+from asrserve.known_speakers import known_speakers
 from asrserve.settings.keep_alive import parse_keep_alive
 from asrserve.subtitles import LIMITS, CueLimits
 
@@ -233,6 +234,7 @@ def _diarization(fmt: ResponseFormat, task: Task, given: _Fields) -> Diarization
     """Speakers, for ``diarized_json`` (a transcription's format only, as OpenAI's), within
     the ``min_speakers`` and ``max_speakers`` hints if given (whisper-asr-webservice's)."""
     hints = {name: given.get(name) for name in ("min_speakers", "max_speakers")}
+    known = known_speakers(given.fields, fmt is ResponseFormat.DIARIZED_JSON)
     if fmt is not ResponseFormat.DIARIZED_JSON:
         for name, value in hints.items():
             if value is not None:
@@ -251,7 +253,7 @@ def _diarization(fmt: ResponseFormat, task: Task, given: _Fields) -> Diarization
         raise InvalidRequest(
             f"min_speakers ({low}) is more than max_speakers ({high})", param="min_speakers"
         )
-    return Diarization(min_speakers=low, max_speakers=high)
+    return Diarization(min_speakers=low, max_speakers=high, known=known)
 
 
 def _check_task(task: Task, model: ModelInfo) -> None:

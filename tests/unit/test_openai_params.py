@@ -121,11 +121,6 @@ def test_bad_chunking_strategies_are_refused_naming_the_field(
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"known_speaker_names[]": ["agent"]}, "known_speaker_names[]"),
-        (
-            {"known_speaker_references[]": ["data:audio/wav;base64,AAAA"]},
-            "known_speaker_references[]",
-        ),
         ({"keywords[]": ["asrserve"]}, "keywords[]"),
         ({"languages[]": ["en"]}, "languages[]"),
     ],
@@ -241,3 +236,72 @@ def test_a_translation_cannot_be_diarized() -> None:
     with pytest.raises(InvalidRequest) as caught:
         parse_request({"response_format": ["diarized_json"]}, CATALOG, task=Task.TRANSLATE)
     assert caught.value.param == "response_format"
+
+
+WAV = "data:audio/wav;base64,UklGRg=="  # any bytes: they are decoded as audio where it runs
+DIARIZED = {"response_format": ["diarized_json"]}
+
+
+def test_known_speakers_travel_with_the_diarization() -> None:
+    asked = options(
+        {
+            **DIARIZED,
+            "known_speaker_names[]": ["Ana", "Bo"],
+            "known_speaker_references[]": [WAV, WAV],
+        }
+    )
+    assert asked.diarization is not None
+    assert [k.name for k in asked.diarization.known] == ["Ana", "Bo"]
+    assert asked.diarization.known[0].audio == "UklGRg=="
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        (
+            {"known_speaker_names[]": ["Ana"], "known_speaker_references[]": [WAV]},
+            "known_speaker_names[]",
+        ),
+        ({"known_speaker_references[]": [WAV]}, "known_speaker_references[]"),
+        ({**DIARIZED, "known_speaker_names[]": ["Ana"]}, "known_speaker_references[]"),
+        ({**DIARIZED, "known_speaker_references[]": [WAV]}, "known_speaker_names[]"),
+        (
+            {
+                **DIARIZED,
+                "known_speaker_names[]": list("abcde"),
+                "known_speaker_references[]": [WAV] * 5,
+            },
+            "known_speaker_names[]",
+        ),
+        (
+            {
+                **DIARIZED,
+                "known_speaker_names[]": ["Ana", "Ana"],
+                "known_speaker_references[]": [WAV] * 2,
+            },
+            "known_speaker_names[]",
+        ),
+        (
+            {**DIARIZED, "known_speaker_names[]": [" "], "known_speaker_references[]": [WAV]},
+            "known_speaker_names[]",
+        ),
+        (
+            {
+                **DIARIZED,
+                "known_speaker_names[]": ["Ana"],
+                "known_speaker_references[]": ["https://x/a.wav"],
+            },
+            "known_speaker_references[]",
+        ),
+        (
+            {
+                **DIARIZED,
+                "known_speaker_names[]": ["Ana"],
+                "known_speaker_references[]": ["data:audio/wav;base64,@@@"],
+            },
+            "known_speaker_references[]",
+        ),
+    ],
+)
+def test_bad_known_speakers_are_refused_by_name(fields: dict[str, list[str]], param: str) -> None:
+    assert refused(fields).param == param

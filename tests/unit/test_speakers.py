@@ -18,6 +18,7 @@ from asrserve.speakers import state_dict
 from asrserve.speakers.cluster import cluster
 from asrserve.speakers.fbank import fbank, frames
 from asrserve.speakers.join import join, label
+from asrserve.speakers.naming import name_speakers
 from asrserve.speakers.turns import CLIP_S, HOP_S, Span, Turn, clips, turns
 from asrserve.transcript import Segment, Transcript, Word
 
@@ -200,3 +201,13 @@ def test_a_transcript_without_speakers_has_no_diarized_form() -> None:
     with pytest.raises(InvalidRequest) as caught:
         to_diarized(plain)
     assert caught.value.param == "response_format"
+
+
+def test_references_name_the_speakers_most_alike_and_no_other() -> None:
+    embeddings = voices([10, 10, 10])
+    labels = np.repeat([0, 1, 2], 10)
+    rng = np.random.default_rng(7)
+    reference_of_1 = embeddings[10:13] + 0.1 * rng.normal(size=(3, 192)).astype(np.float32)
+    stranger = rng.normal(size=(3, 192)).astype(np.float32)  # nobody in the file
+    names = name_speakers(embeddings, labels, [("Bo", reference_of_1), ("Zed", stranger)])
+    assert names == {1: "Bo"}

@@ -23,10 +23,11 @@ def transcript_response(
 
 def finished_transcript(job: Job, file_field: str = "file") -> Transcript:
     """The job's transcript, or the error that says why there is none (a failed job's own
-    error, naming the upload's form field)."""
+    error, naming the field it stored, else the upload's form field)."""
     if job.status is JobStatus.FAILED and job.error is not None:
         error = job.error
-        raise StoredError(error.status, error.message, param=file_field, code=error.code)
+        param = error.param or file_field
+        raise StoredError(error.status, error.message, param=param, code=error.code)
     if job.status is JobStatus.CANCELLED:
         raise Conflict("the job was cancelled", code="job_cancelled")
     if job.result is None:

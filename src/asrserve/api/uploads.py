@@ -48,6 +48,7 @@ from asrserve.errors import (
     TooLarge,
     Unavailable,
 )
+from asrserve.known_speakers import MAX_KNOWN, MAX_REFERENCE_BYTES, REFERENCES
 from asrserve.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,11 @@ log = logging.getLogger(__name__)
 MIB = 1024 * 1024
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FIELDS = 64
-MULTIPART_OVERHEAD = 64 * 1024
+# A known speaker's reference is a data URL of up to 1 MiB of audio (known_speakers.py): its
+# field may hold that, at most MAX_KNOWN times a request.
+REFERENCE_FIELDS = {REFERENCES, REFERENCES.removesuffix("[]")}
+MAX_REFERENCE_FIELD = MAX_REFERENCE_BYTES * 4 // 3 + 1024
+MULTIPART_OVERHEAD = 64 * 1024 + MAX_KNOWN * MAX_REFERENCE_FIELD
 MAX_BOUNDARY_CHARS = 70  # RFC 2046, section 5.1.1
 BUSY_RETRY_AFTER_S = 2
 FULL_RETRY_AFTER_S = 60
@@ -224,9 +229,17 @@ class _Receiver:
                 raise too_large(self.max_bytes)
             self.pending.append(chunk)
         elif self.part.filename is None:
-            if len(self.part.data) + len(chunk) > MAX_FIELD_BYTES:
+            reference = self.part.name in REFERENCE_FIELDS
+            if len(self.part.data) + len(chunk) > (
+                MAX_REFERENCE_FIELD if reference else MAX_FIELD_BYTES
+            ):
                 message = f"form field '{self.part.name}' is too long"
                 raise InvalidRequest(message, param=self.part.name)
+            if reference and not self.part.data:
+                given = sum(len(self.upload.fields.get(name, ())) for name in REFERENCE_FIELDS)
+                if given >= MAX_KNOWN:
+                    message = f"at most {MAX_KNOWN} known speakers' references"
+                    raise InvalidRequest(message, param=self.part.name)
             self.part.data.extend(chunk)
 
     def on_part_end(self) -> None:

@@ -4,25 +4,37 @@ with other jobs' clips of the same length, at the job's priority and deadline), 
 clustering over the whole file, the turns joined to the transcript's words.
 
 Runs beside the job's transcription (the two share nothing until the join), so a diarized
-answer takes about as long as the longer of the two, not their sum.
+answer takes about as long as the longer of the two, not their sum. Known speakers'
+references are decoded first (a reference that is not audio of 2–10 s fails the job with a
+400 naming ``known_speaker_references[]``), their clips embedded with the file's, and each
+clustered speaker matched to them (``speakers/naming.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from asrserve.audio.decode import stream
+from asrserve.audio.decode import decode, stream
+from asrserve.audio.errors import AudioError
 from asrserve.batcher.scheduler import Scheduler
+from asrserve.errors import InvalidRequest
 from asrserve.inference.preprocess_stats import JobPool
-from asrserve.jobs.models import Diarization, Job
+from asrserve.jobs.models import Diarization, Job, KnownSpeaker
+from asrserve.known_speakers import REFERENCES
 from asrserve.speakers.cluster import cluster
-from asrserve.speakers.diarize import Listening, features
-from asrserve.speakers.turns import Span, Turn, turns
+from asrserve.speakers.diarize import Listening, features, regions
+from asrserve.speakers.naming import name_speakers
+from asrserve.speakers.turns import Span, Turn, clips, turns
+
+REFERENCE_S = (2.0, 10.0)  # a known speaker's reference, as OpenAI takes it
+Floats = npt.NDArray[np.float32]
 
 
 def _listen(path: Path, max_seconds: float) -> tuple[npt.NDArray[np.int16], list[Span]]:
@@ -30,6 +42,28 @@ def _listen(path: Path, max_seconds: float) -> tuple[npt.NDArray[np.int16], list
     for block in stream(path, max_seconds):
         listening.feed(block)
     return listening.finish()
+
+
+def _reference(known: KnownSpeaker, folder: Path) -> list[Floats]:
+    """The filterbanks of a reference's clips of speech; :class:`InvalidRequest` naming
+    ``known_speaker_references[]`` if it is not audio of 2–10 s with speech in it."""
+    low, high = REFERENCE_S
+    with tempfile.NamedTemporaryFile(dir=folder, suffix=".reference") as file:
+        file.write(base64.b64decode(known.audio))
+        file.flush()
+        try:
+            samples = decode(Path(file.name), high + 0.5)
+        except AudioError as exc:
+            message = f"the reference of {known.name!r} is not audio of {low:g}-{high:g} s"
+            raise InvalidRequest(f"{message}: {exc.message}", param=REFERENCES) from None
+    seconds = len(samples) / 16000
+    if not low <= seconds <= high:
+        message = f"the reference of {known.name!r} is {seconds:.1f} s: give {low:g}-{high:g} s"
+        raise InvalidRequest(message, param=REFERENCES)
+    spans = clips(regions(samples))
+    if not spans:
+        raise InvalidRequest(f"the reference of {known.name!r} holds no speech", param=REFERENCES)
+    return features(samples, spans)
 
 
 async def speaker_turns(
@@ -40,19 +74,28 @@ async def speaker_turns(
     pool: JobPool,
     max_seconds: float,
     deadline: float | None,
-) -> list[Turn]:
-    """Who spoke when in ``audio`` (the job's file, on its clock)."""
+) -> tuple[list[Turn], dict[int, str]]:
+    """Who spoke when in ``audio`` (the job's file, on its clock), and the known speakers'
+    names of those the references match."""
+    folder = audio.parent
+    known = [await pool.run(functools.partial(_reference, k, folder)) for k in diarization.known]
     samples, spans = await pool.run(functools.partial(_listen, audio, max_seconds))
     if not spans:
-        return []
+        return [], {}
     banks = await pool.run(functools.partial(features, samples, spans))
     del samples
-    futures = scheduler.submit_embed(job.id, job.priority, banks, deadline)
+    everything = [*banks, *(bank for reference in known for bank in reference)]
+    futures = scheduler.submit_embed(job.id, job.priority, everything, deadline)
     try:
         embeddings = np.stack(await asyncio.gather(*futures))
     finally:
         for future in futures:
             future.cancel()  # the job failed elsewhere: drop what is still pending
+    ours, theirs = embeddings[: len(banks)], embeddings[len(banks) :]
     low, high = diarization.min_speakers, diarization.max_speakers
-    labels = await pool.run(functools.partial(cluster, embeddings, low, high))
-    return turns(spans, labels.tolist())
+    labels = await pool.run(functools.partial(cluster, ours, low, high))
+    references, first = [], 0
+    for speaker, reference in zip(diarization.known, known, strict=True):
+        references.append((speaker.name, theirs[first : first + len(reference)]))
+        first += len(reference)
+    return turns(spans, labels.tolist()), name_speakers(ours, labels, references)

@@ -96,13 +96,15 @@ class Transcriber:
             speakers = self._speakers(job, audio, pool)
             try:
                 transcript = await self._run(job, staging, submitted, report)
-                return transcript if speakers is None else join(transcript, await speakers)
+                return transcript if speakers is None else join(transcript, *await speakers)
             finally:
                 staged.close()
                 if speakers is not None:
                     speakers.cancel()
 
-    def _speakers(self, job: Job, audio: Path, pool: JobPool) -> asyncio.Task[list[Turn]] | None:
+    def _speakers(
+        self, job: Job, audio: Path, pool: JobPool
+    ) -> asyncio.Task[tuple[list[Turn], dict[int, str]]] | None:
         """Its diarization, started beside its transcription (None: not asked for)."""
         diarization = job.options.diarization
         if diarization is None:
@@ -248,7 +250,7 @@ class Transcriber:
                 )
                 submitted()
                 result: Transcript = await whole_job
-                return result if speakers is None else join(result, await speakers)
+                return result if speakers is None else join(result, *await speakers)
             finally:
                 if speakers is not None:
                     speakers.cancel()

@@ -60,14 +60,25 @@ class Chunking(BaseModel):
     prefix_padding_ms: int = Field(400, ge=0, le=5_000)
 
 
+class KnownSpeaker(BaseModel):
+    """A speaker the caller names, and a 2–10 s recording of their voice (base64 of the
+    bytes sent; decoded where the diarization runs)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    audio: str
+
+
 class Diarization(BaseModel):
     """Speaker labels asked for (``response_format=diarized_json``, ``/asr``'s
-    ``diarize=true``): how many speakers the caller says there are."""
+    ``diarize=true``): how many speakers the caller says there are, and who some are."""
 
     model_config = ConfigDict(frozen=True)
 
     min_speakers: int = Field(1, ge=1, le=MAX_SPEAKERS)
     max_speakers: int = Field(MAX_SPEAKERS, ge=1, le=MAX_SPEAKERS)
+    known: tuple[KnownSpeaker, ...] = ()
 
 
 class TranscriptionOptions(BaseModel):
@@ -103,11 +114,16 @@ class JobError(BaseModel):
     status: int
     code: str
     message: str
+    # the request field at fault, where the failure names one other than the audio (a
+    # known speaker's reference, checked where the job runs)
+    param: str | None = None
 
     @classmethod
     def of(cls, exc: AsrError) -> JobError:
         """The job's failure as the core error that caused it: its kind's status."""
-        return cls(status=STATUS_OF_KIND[exc.kind], code=exc.code or exc.kind, message=exc.message)
+        param = exc.param if exc.param and exc.param.startswith("known_speaker") else None
+        status = STATUS_OF_KIND[exc.kind]
+        return cls(status=status, code=exc.code or exc.kind, message=exc.message, param=param)
 
 
 class PartialSegment(BaseModel):
