@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from asrserve.api.schemas import job_view
 from asrserve.bench.der import Labelled, score
 from asrserve.errors import InvalidRequest
 from asrserve.formats import to_diarized, to_srt, to_vtt
+from asrserve.jobs.models import Diarization, Job, KnownSpeaker, TranscriptionOptions
 from asrserve.speakers import state_dict
 from asrserve.speakers.cluster import cluster
 from asrserve.speakers.fbank import fbank, frames
@@ -211,3 +213,10 @@ def test_references_name_the_speakers_most_alike_and_no_other() -> None:
     stranger = rng.normal(size=(3, 192)).astype(np.float32)  # nobody in the file
     names = name_speakers(embeddings, labels, [("Bo", reference_of_1), ("Zed", stranger)])
     assert names == {1: "Bo"}
+
+
+def test_a_jobs_view_names_its_known_speakers_without_their_audio() -> None:
+    known = (KnownSpeaker(name="Ana", audio="UklGRg=="),)
+    options = TranscriptionOptions(diarization=Diarization(known=known))
+    view = job_view(Job(id="job_1", options=options))
+    assert list(view["options"]["diarization"]["known"]) == [{"name": "Ana"}]

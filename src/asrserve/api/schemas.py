@@ -8,6 +8,8 @@ from typing import Any
 from asrserve.formats import to_verbose
 from asrserve.jobs.models import Job
 
+_REFERENCE_AUDIO: Any = {"diarization": {"known": {"__all__": {"audio"}}}}
+
 
 def job_view(job: Job) -> dict[str, Any]:
     body: dict[str, Any] = {
@@ -18,7 +20,8 @@ def job_view(job: Job) -> dict[str, Any]:
         "filename": job.filename,
         "audio_bytes": job.audio_bytes,
         "audio_duration": job.audio_duration,
-        "options": job.options.model_dump(),
+        # known speakers by name: their references' audio (up to 4 MiB) is not echoed
+        "options": job.options.model_dump(exclude=_REFERENCE_AUDIO),
         "created_at": job.created_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
