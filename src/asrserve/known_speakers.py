@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import KnownSpeaker
+from asrserve.openai_params import values
 
 NAMES = "known_speaker_names[]"
 REFERENCES = "known_speaker_references[]"
@@ -29,14 +30,10 @@ _DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?(;[\w-]+=[\w.-]+)*;base64,(.*)
 Fields = Mapping[str, Sequence[str]]
 
 
-def _values(fields: Fields, name: str) -> list[str]:
-    bare = name.removesuffix("[]")
-    return [*fields.get(name, ()), *fields.get(bare, ())]
-
-
 def known_speakers(fields: Fields, diarized: bool) -> tuple[KnownSpeaker, ...]:
     """The request's known speakers (none if it names none)."""
-    names, references = _values(fields, NAMES), _values(fields, REFERENCES)
+    names = values(fields, NAMES.removesuffix("[]"))
+    references = values(fields, REFERENCES.removesuffix("[]"))
     if not names and not references:
         return ()
     if not diarized:

@@ -30,6 +30,7 @@ from asrserve.jobs.models import Diarization, Job, KnownSpeaker
 from asrserve.known_speakers import REFERENCES
 from asrserve.speakers.cluster import cluster
 from asrserve.speakers.diarize import Listening, features, regions
+from asrserve.speakers.fbank import SAMPLE_RATE
 from asrserve.speakers.naming import name_speakers
 from asrserve.speakers.turns import Span, Turn, clips, turns
 
@@ -56,7 +57,7 @@ def _reference(known: KnownSpeaker, folder: Path) -> list[Floats]:
         except AudioError as exc:
             message = f"the reference of {known.name!r} is not audio of {low:g}-{high:g} s"
             raise InvalidRequest(f"{message}: {exc.message}", param=REFERENCES) from None
-    seconds = len(samples) / 16000
+    seconds = len(samples) / SAMPLE_RATE
     if not low <= seconds <= high:
         message = f"the reference of {known.name!r} is {seconds:.1f} s: give {low:g}-{high:g} s"
         raise InvalidRequest(message, param=REFERENCES)

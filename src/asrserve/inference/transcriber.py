@@ -28,7 +28,6 @@ from asrserve.inference.staging import ALL, Staging
 from asrserve.jobs.models import Job, Progress, Task, TranscriptionOptions
 from asrserve.settings import Settings
 from asrserve.speakers.join import join
-from asrserve.speakers.turns import Turn
 from asrserve.transcript import Transcript
 
 T = TypeVar("T")
@@ -93,22 +92,20 @@ class Transcriber:
             )
             charge = functools.partial(self._charge_decoded, job)
             staging = Staging(staged, pool, job.admitted_s, charge)
-            speakers = self._speakers(job, audio, pool)
+            transcribe = functools.partial(self._run, job, staging, submitted, report)
             try:
-                transcript = await self._run(job, staging, submitted, report)
-                return transcript if speakers is None else join(transcript, *await speakers)
+                return await self._with_speakers(job, audio, pool, transcribe)
             finally:
                 staged.close()
-                if speakers is not None:
-                    speakers.cancel()
 
-    def _speakers(
-        self, job: Job, audio: Path, pool: JobPool
-    ) -> asyncio.Task[tuple[list[Turn], dict[int, str]]] | None:
-        """Its diarization, started beside its transcription (None: not asked for)."""
+    async def _with_speakers(
+        self, job: Job, audio: Path, pool: JobPool, transcribe: Callable[[], Awaitable[Transcript]]
+    ) -> Transcript:
+        """What ``transcribe`` gives, its segments joined to the job's speakers if it asked
+        for them: its diarization runs beside the transcription, started first."""
         diarization = job.options.diarization
         if diarization is None:
-            return None
+            return await transcribe()
         self._scheduler.devices[0].speakers.require()  # fail now, not after the transcription
         turns = speaker_turns(
             self._scheduler,
@@ -119,7 +116,12 @@ class Transcriber:
             self._settings.max_audio_seconds,
             self._deadline(job),
         )
-        return asyncio.create_task(turns, name=f"speakers-{job.id}")
+        speakers = asyncio.create_task(turns, name=f"speakers-{job.id}")
+        try:
+            transcript = await transcribe()
+            return join(transcript, *await speakers)
+        finally:
+            speakers.cancel()
 
     async def _run(
         self, job: Job, staging: Staging, submitted: Callable[[], None], report: Report
@@ -243,17 +245,16 @@ class Transcriber:
             await self._charge_decoded(job, seconds)
             report(Progress(chunks_total=1, audio_total_s=round(seconds, 3)))  # one piece
             options = job.options.model_copy(update={"diarization": None})
-            speakers = self._speakers(job, audio, pool)
-            try:
+
+            async def whole() -> Transcript:
                 whole_job = self._scheduler.submit_whole(
                     job.id, job.priority, options, samples, self._deadline(job)
                 )
                 submitted()
                 result: Transcript = await whole_job
-                return result if speakers is None else join(result, *await speakers)
-            finally:
-                if speakers is not None:
-                    speakers.cancel()
+                return result
+
+            return await self._with_speakers(job, audio, pool, whole)
 
     async def _charge_decoded(self, job: Job, seconds: float, paid: float = 0.0) -> None:
         """The owner's daily quota was charged what the file's header said at intake (and

@@ -10,7 +10,7 @@ padding).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -41,9 +41,8 @@ class Listening:
 
     def finish(self) -> tuple[npt.NDArray[np.int16], list[Span]]:
         """The samples, and the clips to embed (in seconds)."""
-        found = self._detector.finish()
+        spans = _seconds(self._detector.finish())
         samples = np.concatenate(self._blocks) if self._blocks else np.zeros(0, np.int16)
-        spans = [Span(r["start"] / SAMPLE_RATE, r["end"] / SAMPLE_RATE) for r in found]
         return samples, clips(spans)
 
 
@@ -51,7 +50,12 @@ def regions(samples: Floats) -> list[Span]:
     """Where ``samples`` (16 kHz) hold speech, in seconds."""
     detector = SpeechDetector(VAD)
     detector.feed(samples)
-    return [Span(r["start"] / SAMPLE_RATE, r["end"] / SAMPLE_RATE) for r in detector.finish()]
+    return _seconds(detector.finish())
+
+
+def _seconds(found: Sequence[Mapping[str, int]]) -> list[Span]:
+    """The detector's regions (in samples) as spans in seconds."""
+    return [Span(r["start"] / SAMPLE_RATE, r["end"] / SAMPLE_RATE) for r in found]
 
 
 def features(samples: npt.NDArray[np.floating | np.integer], spans: Sequence[Span]) -> list[Floats]:
