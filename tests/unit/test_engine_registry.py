@@ -83,8 +83,8 @@ def test_an_unfinished_window_is_continued_after_its_last_segment() -> None:
     of its own, conditioned on the text before it, and its text follows."""
     forward = ScriptedForward(
         {
-            0.0: WindowOutput([_segment(0.0, 12.0, [1, 2, 3])], finished=False, truncated=False),
-            12.0: WindowOutput([_segment(12.0, 20.0, [4])], finished=True, truncated=False),
+            0.0: WindowOutput([_segment(0.0, 12.0, [1, 2, 3])], False, False, spoken_to=12.0),
+            12.0: WindowOutput([_segment(12.0, 20.0, [4])], True, False, spoken_to=20.0),
         }
     )
     [attempt] = decode_windows([_chunk(20.0)], [[]], forward, len, 0.0)
@@ -93,11 +93,20 @@ def test_an_unfinished_window_is_continued_after_its_last_segment() -> None:
     assert not attempt.truncated
 
 
+def test_a_window_is_continued_where_its_decode_ended_not_where_its_words_did() -> None:
+    """Word timing moved the last segment's end from 19.5 s to 12 s: the decode's own end
+    (0.5 s before the window's) leaves no tail, so timing words never changes the text."""
+    timed = WindowOutput([_segment(0.0, 12.0, [1, 2, 3])], False, False, spoken_to=19.5)
+    forward = ScriptedForward({0.0: timed})
+    [attempt] = decode_windows([_chunk(20.0)], [[]], forward, len, 0.0)
+    assert (forward.calls, [s.end for s in attempt.segments]) == ([[(0.0, 0)]], [12.0])
+
+
 def test_a_silent_window_is_skipped_and_a_truncated_one_is_marked() -> None:
     forward = ScriptedForward(
         {
-            0.0: WindowOutput([_segment(0.0, 5.0, [9], no_speech=0.9)], True, False),
-            30.0: WindowOutput([_segment(30.0, 60.0, [7])], finished=True, truncated=True),
+            0.0: WindowOutput([_segment(0.0, 5.0, [9], no_speech=0.9)], True, False, 5.0),
+            30.0: WindowOutput([_segment(30.0, 60.0, [7])], True, True, spoken_to=60.0),
         }
     )
     silent, loud = decode_windows(
@@ -117,7 +126,7 @@ def test_windows_run_grouped_by_prompt_length_and_passes_are_bounded() -> None:
         ) -> list[WindowOutput]:
             self.calls.append([(w.offset, len(p)) for w, p in zip(windows, prompts, strict=True)])
             return [
-                WindowOutput([_segment(w.offset, w.offset + 1.0, [1])], False, False)
+                WindowOutput([_segment(w.offset, w.offset + 1.0, [1])], False, False, w.offset + 1)
                 for w in windows
             ]
 

@@ -31,6 +31,11 @@ class WindowOutput:
     segments: list[RawSegment]
     finished: bool  # the model wrote its way to the window's end
     truncated: bool  # generation stopped at the token limit
+    # Where the decode's own timestamps end its last segment (None: no segment). Word
+    # alignment moves segments' ends, never this: where a window is continued does not
+    # depend on whether its words were timed, so a request's words, speakers or subtitles
+    # never change its text.
+    spoken_to: float | None
 
 
 Forward = Callable[[list[ChunkInput], list[list[int]]], list[WindowOutput]]
@@ -87,7 +92,7 @@ def _pass(
         if segments and _silent(segments[0]):
             continue  # no speech: skip the window, as sequential decoding does
         results[index].extend(segments)
-        rest = None if output.finished else undecoded_tail(chunk, segments)
+        rest = None if output.finished else undecoded_tail(chunk, output.spoken_to)
         if rest is not None:
             resume.append((index, rest))
     return resume
@@ -113,16 +118,17 @@ def full_window(chunk: ChunkInput) -> ChunkInput | None:
     )
 
 
-def undecoded_tail(chunk: ChunkInput, segments: list[RawSegment]) -> ChunkInput | None:
-    """What is left of ``chunk`` after its last decoded segment, if that is ≥ MIN_TAIL_S.
+def undecoded_tail(chunk: ChunkInput, spoken_to: float | None) -> ChunkInput | None:
+    """What is left of ``chunk`` after ``spoken_to`` (where its decode's last segment
+    ended, on the file's clock), if that is ≥ MIN_TAIL_S.
 
     Whisper may stop before the end of a window and leave the rest "for the next window"
     (an unfinished last segment, which faster-whisper drops); sequential decoding seeks
     there, so a window decoded once would lose that speech. Decode it as a shifted window.
     """
-    if not segments:
+    if spoken_to is None:
         return None
-    done = segments[-1].end - chunk.offset
+    done = spoken_to - chunk.offset
     if done <= 0 or chunk.duration - done < MIN_TAIL_S:
         return None
     frames = round(done * FRAMES_PER_SECOND)

@@ -9,7 +9,8 @@ before it, so items of one batch need different prompts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from math import ceil
 from typing import Any
 
 import numpy as np
@@ -82,6 +83,40 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
         self.truncated: list[bool] = []
         # Per item of the last call (options.logprobs): its tokens, each one's log probability.
         self.logprobs: list[tuple[list[int], list[float]]] = []
+        # Per item of the last call: where its decode's timestamps end its last segment.
+        self.spoken_to: list[float | None] = []
+        self._encoded: Any = None  # the last call's encoder output, for word alignment
+        self.last_speech_timestamp: float = 0.0
+
+    def forward(
+        self,
+        features: np.ndarray,
+        tokenizer: Any,
+        chunks_metadata: list[dict[str, float]],
+        options: DecodeOptions,
+    ) -> list[list[dict[str, Any]]]:
+        """The stock ``forward``, with each item's ``spoken_to`` noted before its words are
+        timed (alignment moves segments' ends to their words')."""
+        outputs: list[list[dict[str, Any]]] = super().forward(
+            features, tokenizer, chunks_metadata, replace(options, word_timestamps=False)
+        )
+        self.spoken_to = [float(out[-1]["end"]) if out else None for out in outputs]
+        if options.word_timestamps:  # as the stock forward times them
+            sizes = [
+                int(ceil(chunk["duration"]) * self.model.frames_per_second)
+                for chunk in chunks_metadata
+            ]
+            self.last_speech_timestamp = self.model.add_word_timestamps(
+                outputs,
+                tokenizer,
+                self._encoded,
+                sizes,
+                options.prepend_punctuations,
+                options.append_punctuations,
+                self.last_speech_timestamp,
+            )
+        self._encoded = None
+        return outputs
 
     def generate_segment_batched(
         self, features: np.ndarray, tokenizer: Any, options: DecodeOptions
@@ -99,6 +134,7 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             for prev in previous
         ]
         encoder_output = model.encode(features)
+        self._encoded = encoder_output
         if options.multilingual:
             detected = model.model.detect_language(encoder_output)
             position = prompts[0].index(tokenizer.language)

@@ -239,10 +239,13 @@ class FasterWhisperEngine(Engine):
         self._pipeline.last_speech_timestamp = 0.0
         self._pipeline.previous = prompts
         outputs = self._pipeline.forward(features, tokenizer, metadata, decode)
-        ends = zip(self._pipeline.finished, self._pipeline.truncated, strict=True)
+        pipeline = self._pipeline
+        ends = zip(pipeline.finished, pipeline.truncated, pipeline.spoken_to, strict=True)
         found = [
-            WindowOutput([_raw_segment(s, decode.temperatures[0]) for s in out], done, limit)
-            for out, (done, limit) in zip(outputs, ends, strict=True)
+            WindowOutput(
+                [_raw_segment(s, decode.temperatures[0]) for s in out], done, limit, spoken_to
+            )
+            for out, (done, limit, spoken_to) in zip(outputs, ends, strict=True)
         ]
         if not decode.logprobs:
             return found
@@ -393,7 +396,7 @@ def _with_logprobs(
         replace(s, logprobs=text_tokens(s.tokens, share, tokenizer.eot, token_bytes))
         for s, share in zip(window.segments, shares, strict=True)
     ]
-    return WindowOutput(segments, window.finished, window.truncated)
+    return replace(window, segments=segments)
 
 
 def _raw_segment(seg: dict[str, Any], temperature: float) -> RawSegment:

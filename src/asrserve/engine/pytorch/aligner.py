@@ -72,7 +72,7 @@ def _with_words(output: WindowOutput, words: Any, offset: float, eot: int) -> Wi
         replace(segment, start=p.start, end=p.end, words=p.words)
         for segment, p in zip(output.segments, placed, strict=True)
     ]
-    return WindowOutput(segments, output.finished, output.truncated)
+    return replace(output, segments=segments)
 
 
 def _start(tokenizer: Any, language: int | None, multilingual: bool) -> list[int]:

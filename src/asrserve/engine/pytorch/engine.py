@@ -269,7 +269,8 @@ class TransformersEngine(Engine):
         if setup.options.logprobs:
             segments = self._with_logprobs(segments, tokens, list(best.logprobs), tokenizer)
         done = finished(tokens, tokenizer.timestamp_begin)
-        return WindowOutput(segments, done, truncated=not best.ended)
+        spoken_to = segments[-1].end if segments else None
+        return WindowOutput(segments, done, truncated=not best.ended, spoken_to=spoken_to)
 
     def _with_logprobs(
         self, segments: list[RawSegment], tokens: list[int], logprobs: list[float], tokenizer: Any
