@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx
+import numpy as np
 import openai
 import pytest
 
-from asrserve.bench.corpus import Clip
+from asrserve.bench.conversations import SAMPLE_RATE, build
+from asrserve.bench.corpus import Clip, write_wav
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.wer import wer_one
 from asrserve.cli.server_process import ServerProcess
@@ -283,6 +285,36 @@ def test_audio_travels_in_redis_or_through_the_shared_dir(
     client.close()
     assert (cluster.root / "shared" / "audio" / shared).read_bytes() == large.path.read_bytes()
     assert not list((cluster.root / "api0" / "data" / "audio").iterdir())  # nothing left behind
+
+
+def test_a_diarized_job_and_request_are_answered_by_the_worker_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Diarization is work for the workers: a job asked for ``diarized_json`` and a
+    synchronous diarized request, sent to an API node, come back with the conversation's
+    two speakers, the job's subtitles with voice tags."""
+    conversation = build(104, voices=["reader", "allison"])
+    path = tmp_path / "talk.wav"
+    write_wav(path, (np.clip(conversation.samples, -1, 1) * 32767).astype(np.int16), SAMPLE_RATE)
+    api = cluster.api()
+    worker = cluster.worker()
+    with httpx.Client(base_url=api.url, timeout=TIMEOUT) as http:
+        job_id = submit_job(http, path, response_format="diarized_json")["id"]
+        done = wait_job(http, job_id)
+        assert done["status"] == "succeeded", done
+        speakers = [segment["speaker"] for segment in done["result"]["segments"]]
+        assert (sorted(set(speakers)), speakers[0]) == (["A", "B"], "A")
+        vtt = http.get(f"/v1/jobs/{job_id}/transcript", params={"format": "vtt"})
+        assert vtt.status_code == 200 and "<v A>" in vtt.text and "<v B>" in vtt.text, vtt.text
+        with path.open("rb") as audio:
+            answer = http.post(
+                "/v1/audio/transcriptions",
+                files={"file": (path.name, audio)},
+                data={"model": "whisper-1", "response_format": "diarized_json"},
+            )
+        assert answer.status_code == 200, answer.text
+        assert [s["speaker"] for s in answer.json()["segments"]] == speakers
+    assert (job_id, "succeeded") in worker.finished_jobs()
 
 
 def test_the_leader_api_node_dies_and_another_takes_over(

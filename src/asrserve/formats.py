@@ -69,8 +69,10 @@ def to_verbose(transcript: Transcript, *, words: bool) -> dict[str, Any]:
         "language": transcript.language,
         "duration": transcript.duration,
         "text": transcript.text,
-        "segments": [
-            segment.model_dump(exclude={"words", "logprobs", "speaker"})
+        "segments": [  # each with its ``speaker`` where the transcript was diarized
+            segment.model_dump(
+                exclude={"words", "logprobs"} | ({"speaker"} if segment.speaker is None else set())
+            )
             for segment in transcript.segments
         ],
         "usage": {"type": "duration", "seconds": round(transcript.duration)},
