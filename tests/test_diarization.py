@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from asrserve.bench.conversations import build
 from asrserve.bench.der import Labelled, score
-from asrserve.speakers.diarize import diarize
+from asrserve.bench.diarize import named_speech
+from asrserve.speakers.cluster import cluster
+from asrserve.speakers.diarize import diarize, embed, features, regions
 from asrserve.speakers.embedder import CamPlusPlusEmbedder, installed
+from asrserve.speakers.turns import clips
 
 CONVERSATIONS = range(100, 110)  # not among the seeds the clustering was tuned on (0-39)
 
@@ -26,3 +29,17 @@ def test_ten_conversations_are_diarized_within_the_bounds() -> None:
         right += len({turn.speaker for turn in found}) == len(conversation.speakers)
     assert errors / speech <= 0.10
     assert right >= 9
+
+
+def test_known_speakers_are_named_on_ninety_percent_of_their_speech() -> None:
+    """Every voice of each of the ten conversations (2-4) named from another recording of
+    the same person: the share of all their speech under the right name."""
+    model = installed()
+    named = speech = 0.0
+    for seed in CONVERSATIONS:
+        conversation = build(seed)
+        spans = clips(regions(conversation.samples))
+        embeddings = embed(model.embed, features(conversation.samples, spans))
+        got, said = named_speech(model, conversation, spans, embeddings, cluster(embeddings))
+        named, speech = named + got, speech + said
+    assert named / speech >= 0.9

@@ -9,16 +9,14 @@ import base64
 import re
 import wave
 from pathlib import Path
-from typing import Any
 
 import httpx
 import numpy as np
 import openai
 import pytest
 
-from asrserve.bench.conversations import _read as read_clip
-from asrserve.bench.conversations import build, recordings
-from asrserve.bench.der import Labelled, score
+from asrserve.bench.conversations import build, reference
+from asrserve.bench.der import Labelled, named_seconds, score
 from asrserve.bench.wer import wer_one
 from tests.support.servers import Server
 
@@ -102,33 +100,16 @@ def data_url(samples: np.ndarray, folder: Path, name: str) -> str:
     )
 
 
-def named_share(turns: list[Labelled], segments: list[Any], names: dict[str, str]) -> float:
-    """The share of the known speakers' speech that the segments give their names."""
-    right = total = 0.0
-    for turn in turns:
-        total += turn.end - turn.start
-        for segment in segments:
-            if segment.speaker == names[str(turn.speaker)]:
-                right += max(0.0, min(turn.end, segment.end) - max(turn.start, segment.start))
-    return right / total
-
-
 def test_known_speakers_are_named_from_their_references(server: Server, tmp_path: Path) -> None:
     voices = ["reader", "allison"]
     conversation = build(5, voices=voices)
     path = write_wav(tmp_path / "talk.wav", conversation.samples)
     used = {turn.speaker for turn in conversation.turns}
     assert used == set(voices)
-    # a recording of each voice as its reference (2-10 s of its speech)
-    references = []
-    for voice in voices:
-        clip = next(
-            samples
-            for recording in recordings(voice)
-            for samples in [read_clip(recording)]
-            if 2.5 <= len(samples) / 16000 <= 9.5
-        )
-        references.append(data_url(clip, tmp_path, f"{voice}.wav"))
+    # another recording of each voice as its reference
+    references = [
+        data_url(reference(voice, conversation), tmp_path, f"{voice}.wav") for voice in voices
+    ]
     names = {"reader": "Elinor", "allison": "Allison"}
     with openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as oai:
         with path.open("rb") as audio:
@@ -140,7 +121,11 @@ def test_known_speakers_are_named_from_their_references(server: Server, tmp_path
                 known_speaker_references=references,
             )
         assert {segment.speaker for segment in answer.segments} == set(names.values())
-        assert named_share(conversation.turns, answer.segments, names) >= 0.9
+        found = [Labelled(s.start, s.end, s.speaker) for s in answer.segments]
+        right, said = named_seconds(
+            [Labelled(t.start, t.end, names[str(t.speaker)]) for t in conversation.turns], found
+        )
+        assert right / said >= 0.9
 
         short = data_url(np.zeros(16000, dtype=np.float32), tmp_path, "short.wav")
         with path.open("rb") as audio, pytest.raises(openai.BadRequestError) as refused:

@@ -47,6 +47,7 @@ class Conversation:
     samples: Floats  # 16 kHz mono
     turns: list[Labelled]  # who spoke when, in time order
     speakers: list[str]
+    sources: list[Path]  # the recording each turn plays, in order
 
 
 def _read(path: Path) -> Floats:
@@ -99,12 +100,14 @@ def build(seed: int, voices: list[str] | None = None) -> Conversation:
     order = rng.sample(speakers, len(speakers))
     pieces: list[tuple[int, Floats]] = []
     turns: list[Labelled] = []
+    sources: list[Path] = []
     cursor = int(0.5 * SAMPLE_RATE)
     for index in range(rng.randint(8, 14)):
         if index >= len(order):
             order.append(rng.choice([v for v in speakers if v != order[-1]]))
         voice = order[index]
-        clip = _read(rng.choice(recordings(voice)))
+        sources.append(rng.choice(recordings(voice)))
+        clip = _read(sources[-1])
         runs = speech_runs(clip)
         clip = clip[runs[0][0] : runs[-1][1]]
         clip = clip * (levels[voice] / max(float(np.abs(clip).max()), 1e-9))
@@ -119,4 +122,17 @@ def build(seed: int, voices: list[str] | None = None) -> Conversation:
     samples = np.zeros(cursor + SAMPLE_RATE // 2, dtype=np.float32)
     for start, clip in pieces:
         samples[start : start + len(clip)] += clip
-    return Conversation(np.clip(samples, -1.0, 1.0), turns, speakers)
+    return Conversation(np.clip(samples, -1.0, 1.0), turns, speakers, sources)
+
+
+def reference(voice: str, conversation: Conversation) -> Floats:
+    """A known speaker's reference for ``voice`` in ``conversation``: the first of its
+    recordings of 2.5–9.5 s that the conversation does not play (another recording of the
+    same person), 16 kHz mono."""
+    return next(
+        samples
+        for path in recordings(voice)
+        if path not in conversation.sources
+        for samples in [_read(path)]
+        if 2.5 <= len(samples) / SAMPLE_RATE <= 9.5
+    )

@@ -86,3 +86,18 @@ def score(
         speech=float(speech) * FRAME_S,
         mapping=best[1],
     )
+
+
+def named_seconds(
+    reference: Sequence[Labelled], hypothesis: Sequence[Labelled]
+) -> tuple[float, float]:
+    """Seconds of the reference's speech that the hypothesis gives its speaker's name (its
+    speakers are names: the reference's speakers, or others), and of the reference's
+    speech; overlap, no collar."""
+    right = total = 0.0
+    for turn in reference:
+        total += turn.end - turn.start
+        for found in hypothesis:
+            if found.speaker == turn.speaker:
+                right += max(0.0, min(turn.end, found.end) - max(turn.start, found.start))
+    return right, total

@@ -4,7 +4,9 @@ COUNT conversations of real voices (``bench/conversations.py``, seeds from 100: 
 the clustering was tuned on) are, first, diarized by the speaker pipeline alone (speech
 regions, CAM++ on every clip, the clustering), the embedding passes run one clip at a time
 and in batches of 32 (what batching the speaker model buys), judged by their DER (0.25 s
-collar) and speaker counts. Then a fresh server answers, for each seed, a conversation of
+collar) and speaker counts, and with each voice's reference (another recording of the
+person: ``conversations.reference``) by how much of the speech gets its speaker's name
+(:func:`named_speech`). Then a fresh server answers, for each seed, a conversation of
 the two English voices (speech an English-only model transcribes, so that texts can be
 compared) plain (``json``), diarized (``diarized_json``) and plain again, one after the
 other, one client: the report gives the medians and the ratio of a diarized answer's time
@@ -23,16 +25,18 @@ from typing import Any
 
 import httpx
 import numpy as np
+import numpy.typing as npt
 
-from asrserve.bench.conversations import SAMPLE_RATE, Conversation, build
+from asrserve.bench.conversations import SAMPLE_RATE, Conversation, build, reference
 from asrserve.bench.corpus import write_wav
-from asrserve.bench.der import Labelled, score
+from asrserve.bench.der import Labelled, named_seconds, score
 from asrserve.bench.wer import wer_one
 from asrserve.cli.server_process import ServerProcess
 from asrserve.speakers.cluster import cluster
-from asrserve.speakers.diarize import embed, features, regions
-from asrserve.speakers.embedder import installed
-from asrserve.speakers.turns import clips, turns
+from asrserve.speakers.diarize import Floats, embed, features, regions
+from asrserve.speakers.embedder import SpeakerEmbedder, installed
+from asrserve.speakers.naming import name_speakers
+from asrserve.speakers.turns import Span, clips, turns
 
 TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 FIRST_SEED = 100  # the clustering's threshold was chosen on seeds 0-39
@@ -40,9 +44,30 @@ ENGLISH = ("reader", "allison")  # the voices of the served conversations
 BATCHES = (1, 32)
 
 
+def named_speech(
+    model: SpeakerEmbedder,
+    conversation: Conversation,
+    spans: list[Span],
+    embeddings: Floats,
+    labels: npt.NDArray[np.int64],
+) -> tuple[float, float]:
+    """Seconds of the conversation's speech under their speaker's name, and of its speech,
+    when every voice is a known speaker named from its reference, as the service names
+    them (``embeddings`` and ``labels``: the conversation's clips', at ``spans``)."""
+    known = []
+    for voice in conversation.speakers:
+        sample = reference(voice, conversation)
+        known.append((voice, embed(model.embed, features(sample, clips(regions(sample))))))
+    names = name_speakers(embeddings, labels, known)
+    found = [
+        Labelled(t.start, t.end, names.get(t.speaker, "")) for t in turns(spans, labels.tolist())
+    ]
+    return named_seconds(conversation.turns, found)
+
+
 def _alone(conversations: list[Conversation]) -> dict[str, Any]:
     model = installed()
-    errors = speech = audio = 0.0
+    errors = speech = audio = named = known = 0.0
     right = 0
     seconds = {batch: 0.0 for batch in BATCHES}
     for conversation in conversations:
@@ -60,9 +85,12 @@ def _alone(conversations: list[Conversation]) -> dict[str, Any]:
         speech += result.speech
         audio += len(conversation.samples) / SAMPLE_RATE
         right += len(set(labels.tolist())) == len(conversation.speakers)
+        got, said = named_speech(model, conversation, spans, found, labels)
+        named, known = named + got, known + said
     return {
         "der": round(errors / speech, 4),
         "speakers_right": right,
+        "named_right": round(named / known, 4),
         "conversations": len(conversations),
         "audio_s": round(audio, 1),
         "embedding_audio_s_per_s": {
@@ -130,7 +158,8 @@ def diarize_report(body: dict[str, Any]) -> str:
         [
             f"{alone['conversations']} conversations, {alone['audio_s']} s of audio",
             f"speaker pipeline alone: DER {alone['der']:.4f} (0.25 s collar), speakers right "
-            f"in {alone['speakers_right']} of {alone['conversations']}",
+            f"in {alone['speakers_right']} of {alone['conversations']}; every voice known "
+            f"from another recording: {alone['named_right']:.1%} of the speech named right",
             "embedding passes, audio s per s: "
             + ", ".join(f"batch {batch}: {speed}" for batch, speed in speeds.items()),
             f"served, one client: plain p50 {served['plain_p50_s']} s, diarized p50 "
