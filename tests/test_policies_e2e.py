@@ -6,9 +6,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
-from asrserve.bench.corpus import Clip
+from asrserve.bench.conversations import SAMPLE_RATE, build
+from asrserve.bench.corpus import Clip, write_wav
 from asrserve.bench.wer import wer
 from tests.support.servers import Server
 
@@ -52,6 +54,25 @@ def test_policy_serves_concurrent_callers(
     assert "asrserve_batch_size_bucket" in metrics
     assert 'asrserve_queued_chunks{priority="interactive"} 0.0' in metrics
     assert "asrserve_padding_waste_ratio" in metrics
+    if policy == "none":  # faster-whisper's transcribe on the whole file, speakers beside it
+        assert speakers(server.url, tmp_path) == ["A", "B"]
+
+
+def speakers(url: str, folder: Path) -> list[str]:
+    """The speakers of a diarized two-voice conversation, in order of first speech."""
+    conversation = build(104, voices=["reader", "allison"])
+    pcm = (np.clip(conversation.samples, -1, 1) * 32767).astype(np.int16)
+    write_wav(folder / "talk.wav", pcm, SAMPLE_RATE)
+    with (folder / "talk.wav").open("rb") as fh:
+        response = httpx.post(
+            f"{url}/v1/audio/transcriptions",
+            files={"file": fh},
+            data={"model": "whisper-1", "response_format": "diarized_json"},
+            timeout=300,
+        )
+    assert response.status_code == 200, response.text
+    said = [segment["speaker"] for segment in response.json()["segments"]]
+    return sorted(set(said), key=said.index)
 
 
 def test_expired_deadline_drops_the_request(
