@@ -137,3 +137,31 @@ def test_known_speakers_are_named_from_their_references(server: Server, tmp_path
                 known_speaker_references=[short],
             )
         assert refused.value.param == "known_speaker_references[]"
+
+
+def test_a_job_with_a_bad_reference_is_refused_at_submit(server: Server, tmp_path: Path) -> None:
+    """References are probed at intake, as the upload is: a job whose reference is too long
+    or not audio is a 400 naming the field, never a queued job that fails later."""
+    path = write_wav(tmp_path / "talk.wav", build(5, voices=["reader", "allison"]).samples)
+    long = data_url(np.zeros(12 * 16000, dtype=np.float32), tmp_path, "long.wav")
+    text = "data:audio/wav;base64," + base64.b64encode(b"not audio at all, " * 64).decode()
+    answers = []
+    for bad in (long, text):
+        with path.open("rb") as audio:
+            answers.append(
+                httpx.post(
+                    f"{server.url}/v1/jobs",
+                    files={"file": (path.name, audio)},
+                    data={
+                        "response_format": "diarized_json",
+                        "known_speaker_names[]": ["Elinor"],
+                        "known_speaker_references[]": [bad],
+                    },
+                    timeout=60,
+                )
+            )
+    errors = [(a.status_code, a.json()["error"]["param"]) for a in answers]
+    assert errors == [(400, "known_speaker_references[]")] * 2
+    long_error, text_error = (a.json()["error"]["message"] for a in answers)
+    assert long_error == "the reference of 'Elinor' is 12.0 s: give 2-10 s"
+    assert text_error.startswith("the reference of 'Elinor' is not audio of 2-10 s: ")

@@ -4,9 +4,10 @@
 What a request can be refused for without decoding audio is refused here, each naming its
 field: names without references or the reverse, more than ``MAX_KNOWN``, an empty, over-long
 or repeated name, a reference that is not a base64 data URL or holds more than
-``MAX_REFERENCE_BYTES``. Whether a reference is audio of 2–10 s is known once it is decoded,
-where the diarization runs (``inference/diarizing.py``): that too is a 400 naming
-``known_speaker_references[]``.
+``MAX_REFERENCE_BYTES``. Whether a reference is audio of 2–10 s is probed at intake, as the
+upload is (``service/references.py``), and whether it holds speech is known where the
+diarization runs (``inference/diarizing.py``): each a 400 naming
+``known_speaker_references[]`` too, with the messages made here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ REFERENCES = "known_speaker_references[]"
 MAX_KNOWN = 4
 MAX_NAME_CHARS = 64
 MAX_REFERENCE_BYTES = 1024 * 1024  # 10 s of 48 kHz 16-bit mono is 960 KB
+REFERENCE_S = (2.0, 10.0)  # a reference's length, as OpenAI takes it
 _DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?(;[\w-]+=[\w.-]+)*;base64,(.*)", re.DOTALL)
 
 Fields = Mapping[str, Sequence[str]]
@@ -78,3 +80,19 @@ def _audio(reference: str) -> str:
     if not data:
         raise InvalidRequest("a reference holds no audio", param=REFERENCES)
     return base64.b64encode(data).decode("ascii")
+
+
+def not_audio(name: str, why: str) -> InvalidRequest:
+    """The refusal of ``name``'s reference that could not be read as audio (``why``)."""
+    low, high = REFERENCE_S
+    message = f"the reference of {name!r} is not audio of {low:g}-{high:g} s: {why}"
+    return InvalidRequest(message, param=REFERENCES)
+
+
+def check_length(name: str, seconds: float) -> None:
+    """:class:`InvalidRequest` naming ``known_speaker_references[]`` if a reference of
+    ``seconds`` is outside :data:`REFERENCE_S`."""
+    low, high = REFERENCE_S
+    if not low <= seconds <= high:
+        message = f"the reference of {name!r} is {seconds:.1f} s: give {low:g}-{high:g} s"
+        raise InvalidRequest(message, param=REFERENCES)

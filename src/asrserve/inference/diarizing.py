@@ -27,14 +27,13 @@ from asrserve.batcher.scheduler import Scheduler
 from asrserve.errors import InvalidRequest
 from asrserve.inference.preprocess_stats import JobPool
 from asrserve.jobs.models import Diarization, Job, KnownSpeaker
-from asrserve.known_speakers import REFERENCES
+from asrserve.known_speakers import REFERENCE_S, REFERENCES, check_length, not_audio
 from asrserve.speakers.cluster import cluster
 from asrserve.speakers.diarize import Listening, features, regions
 from asrserve.speakers.fbank import SAMPLE_RATE
 from asrserve.speakers.naming import name_speakers
 from asrserve.speakers.turns import Span, Turn, clips, turns
 
-REFERENCE_S = (2.0, 10.0)  # a known speaker's reference, as OpenAI takes it
 Floats = npt.NDArray[np.float32]
 
 
@@ -47,20 +46,16 @@ def _listen(path: Path, max_seconds: float) -> tuple[npt.NDArray[np.int16], list
 
 def _reference(known: KnownSpeaker, folder: Path) -> list[Floats]:
     """The filterbanks of a reference's clips of speech; :class:`InvalidRequest` naming
-    ``known_speaker_references[]`` if it is not audio of 2–10 s with speech in it."""
-    low, high = REFERENCE_S
+    ``known_speaker_references[]`` if it is not audio of 2–10 s with speech in it (intake
+    probed it; a length its container does not state is known only here)."""
     with tempfile.NamedTemporaryFile(dir=folder, suffix=".reference") as file:
         file.write(base64.b64decode(known.audio))
         file.flush()
         try:
-            samples = decode(Path(file.name), high + 0.5)
+            samples = decode(Path(file.name), REFERENCE_S[1] + 0.5)
         except AudioError as exc:
-            message = f"the reference of {known.name!r} is not audio of {low:g}-{high:g} s"
-            raise InvalidRequest(f"{message}: {exc.message}", param=REFERENCES) from None
-    seconds = len(samples) / SAMPLE_RATE
-    if not low <= seconds <= high:
-        message = f"the reference of {known.name!r} is {seconds:.1f} s: give {low:g}-{high:g} s"
-        raise InvalidRequest(message, param=REFERENCES)
+            raise not_audio(known.name, exc.message) from None
+    check_length(known.name, len(samples) / SAMPLE_RATE)
     spans = clips(regions(samples))
     if not spans:
         raise InvalidRequest(f"the reference of {known.name!r} holds no speech", param=REFERENCES)

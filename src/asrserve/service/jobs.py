@@ -25,6 +25,7 @@ from asrserve.jobs.store import JobStore
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
 from asrserve.service.files import ReceivedFile
+from asrserve.service.references import probe_references
 from asrserve.service.signing import Signer
 from asrserve.settings import MIB, Settings
 from asrserve.waiting import wait_event
@@ -71,6 +72,9 @@ class Service:
             upload.remove()
             raise InvalidRequest("the uploaded file is empty", param="file", code="empty_file")
         try:
+            if options.diarization is not None:  # refused before it is charged or stored
+                known, longest = options.diarization.known, self.settings.max_audio_seconds
+                await probe_references(self.probes, known, upload.path.parent, longest)
             duration = await self._admit(upload.path, priority, callback_url, principal)
         except AudioError as exc:
             upload.remove()
