@@ -4,10 +4,13 @@ with other jobs' clips of the same length, at the job's priority and deadline), 
 clustering over the whole file, the turns joined to the transcript's words.
 
 Runs beside the job's transcription (the two share nothing until the join), so a diarized
-answer takes about as long as the longer of the two, not their sum. Known speakers'
-references are decoded first (a reference that is not audio of 2–10 s fails the job with a
-400 naming ``known_speaker_references[]``), their clips embedded with the file's, and each
-clustered speaker matched to them (``speakers/naming.py``).
+answer takes about as long as the longer of the two, not their sum. The file's clips are
+embedded :data:`GROUP` at a time, the next group's filterbanks made while one is on the
+device: a diarization holds its file's samples (2 bytes each) and at most two groups'
+filterbanks, whatever the file's length. Known speakers' references are decoded first (one
+that is not audio of 2–10 s with speech fails the job with a 400 naming
+``known_speaker_references[]``; intake has probed them), their clips embedded with the
+file's, and each clustered speaker matched to them (``speakers/naming.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from asrserve.speakers.naming import name_speakers
 from asrserve.speakers.turns import Span, Turn, clips, turns
 
 Floats = npt.NDArray[np.float32]
+GROUP = 256  # clips a group: their filterbanks (1.5 s, 47 KB each) are 12 MB
 
 
 def _listen(path: Path, max_seconds: float) -> tuple[npt.NDArray[np.int16], list[Span]]:
@@ -78,16 +82,26 @@ async def speaker_turns(
     samples, spans = await pool.run(functools.partial(_listen, audio, max_seconds))
     if not spans:
         return [], {}
-    banks = await pool.run(functools.partial(features, samples, spans))
-    del samples
-    everything = [*banks, *(bank for reference in known for bank in reference)]
-    futures = scheduler.submit_embed(job.id, job.priority, everything, deadline)
+    groups = [spans[first : first + GROUP] for first in range(0, len(spans), GROUP)]
+    reference_banks = [bank for reference in known for bank in reference]
+    submitted: list[asyncio.Future[np.ndarray]] = []
     try:
-        embeddings = np.stack(await asyncio.gather(*futures))
+        ahead = scheduler.submit_embed(job.id, job.priority, reference_banks, deadline)
+        submitted = list(ahead)
+        found: list[np.ndarray] = []
+        for group in groups:  # the next group's features are made while one is embedded
+            banks = await pool.run(functools.partial(features, samples, group))
+            futures = scheduler.submit_embed(job.id, job.priority, banks, deadline)
+            submitted += futures
+            found += await asyncio.gather(*ahead)
+            ahead = futures
+        found += await asyncio.gather(*ahead)
     finally:
-        for future in futures:
+        for future in submitted:
             future.cancel()  # the job failed elsewhere: drop what is still pending
-    ours, theirs = embeddings[: len(banks)], embeddings[len(banks) :]
+    del samples
+    embeddings = np.stack(found)  # the references' clips first
+    theirs, ours = embeddings[: len(reference_banks)], embeddings[len(reference_banks) :]
     low, high = diarization.min_speakers, diarization.max_speakers
     labels = await pool.run(functools.partial(cluster, ours, low, high))
     references, first = [], 0
