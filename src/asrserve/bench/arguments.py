@@ -95,7 +95,12 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     )
     bench.add_argument("--curve-svg", type=Path, help="--rate auto: plot the curve here (SVG)")
     bench.add_argument("--burst", type=int, default=1, help="open loop: arrivals per burst")
-    bench.add_argument("--requests", type=int, help="requests per load pattern")
+    bench.add_argument(
+        "--requests",
+        type=int,
+        help="requests per load pattern (default: a closed loop, the files or 10 per client,"
+        " whichever is more; an open loop, 3 × the files)",
+    )
     bench.add_argument(
         "--ceiling",
         action="store_true",

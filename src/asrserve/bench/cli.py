@@ -39,6 +39,12 @@ from asrserve.cli.tools import Command
 from asrserve.jobs.models import Task
 from asrserve.settings import Settings
 
+# A closed loop's requests per client by default. Its throughput is all the audio over the
+# run's wall time, which ends with a drain: the last requests finish with fewer clients
+# than the load has, and a device idles. At 2 per client (the old default) `greedy` at 16
+# clients served 57.5 audio s per s, at 10 per client 61.1 (two runs, one after the other).
+PER_CLIENT = 10
+
 
 def run(args: argparse.Namespace) -> int:
     args = scenario_flags(args)
@@ -264,7 +270,9 @@ def _patterns(args: argparse.Namespace, files: int) -> list[Pattern]:
         return [Pattern(requests=requests, rate=args.rate, burst=args.burst, concurrency=64)]
     clients = [int(part) for part in args.concurrency.split(",")]
     return [
-        Pattern(requests=args.requests or max(files, 2 * c), concurrency=c) for c in clients if c
+        Pattern(requests=args.requests or max(files, PER_CLIENT * c), concurrency=c)
+        for c in clients
+        if c
     ]
 
 
