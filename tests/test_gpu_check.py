@@ -54,6 +54,7 @@ def test_every_step_ran(report: dict[str, Any]) -> None:
         "machine": "ok",
         "tiny.en/transformers": "ok",
         "tiny.en/service": "ok",
+        "tiny.en/service-unbatched": "ok",
         "tiny.en/ctranslate2": "ok",
     }
 
@@ -72,9 +73,16 @@ def test_each_engine_has_a_row_per_batch_size(report: dict[str, Any]) -> None:
         assert [row["batch_size"] for row in rows] == [1, 2], engine
 
 
-def test_the_service_answered_every_client(report: dict[str, Any]) -> None:
-    load = step(report, "tiny.en/service")["result"]["load"]
-    assert (load["requests"], load["errors"]) == (2, 0)
+def test_the_service_answered_every_client_under_both_policies(report: dict[str, Any]) -> None:
+    """The default and ``unbatched``, each under the clients and then one client (each
+    English recording once)."""
+    rows = {}
+    for name in ("tiny.en/service", "tiny.en/service-unbatched"):
+        result = step(report, name)["result"]
+        rows[result["policy"]] = [
+            (result[row]["requests"], result[row]["errors"]) for row in ("load", "lone")
+        ]
+    assert rows == {"greedy": [(2, 0), (3, 0)], "unbatched": [(2, 0), (3, 0)]}
 
 
 def test_the_recordings_come_back_nearly_word_for_word(report: dict[str, Any]) -> None:

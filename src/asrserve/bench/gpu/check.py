@@ -2,7 +2,8 @@
 the one JSON they make.
 
 The steps: what the machine is (``machine``), then per model the transformers engine alone
-(``<model>/transformers``), the service on it (``<model>/service``) and CTranslate2 alone
+(``<model>/transformers``), the service on it (``<model>/service``; for the first model
+also under ``unbatched``, ``<model>/service-unbatched``) and CTranslate2 alone
 (``<model>/ctranslate2``, skipped on CUDA without CUDA 12's cuBLAS). A step that fails or
 runs out of time is recorded with the tail of its log, and the next one runs; one that
 would start with too little of the deadline left is recorded as skipped.
@@ -63,8 +64,13 @@ def plan_steps(config: RunConfig, models: list[str]) -> list[Step]:
         steps += [
             Step(f"{model}/transformers", "curve", curve | {"engine": "transformers"}),
             Step(f"{model}/service", "service", served),
-            Step(f"{model}/ctranslate2", "curve", curve | {"engine": "ctranslate2"}),
         ]
+        if model == models[0]:  # what batching adds, the same service without it
+            unbatched = served | {"policy": "unbatched"}
+            unbatched |= {"data": str(config.home / "data" / f"{model}-unbatched")}
+            unbatched |= {"log": str(config.out / "logs" / f"{model}-unbatched-server.log")}
+            steps.append(Step(f"{model}/service-unbatched", "service", unbatched))
+        steps.append(Step(f"{model}/ctranslate2", "curve", curve | {"engine": "ctranslate2"}))
     return steps
 
 

@@ -23,10 +23,12 @@ def curve_lines(result: dict[str, Any]) -> list[str]:
 def service_lines(result: dict[str, Any]) -> list[str]:
     load = result["load"]
     wers = ", ".join(f"{code} {row['wer']}" for code, row in result["wer_by_language"].items())
+    lone = result["lone"]
     return [
-        f"   {result['clients']} clients: {load['audio_s_per_s']} audio s/s, p50"
-        f" {load['p50_s']} s, p95 {load['p95_s']} s, {load['errors']} errors, mean batch"
+        f"   {result['policy']}, {result['clients']} clients: {load['audio_s_per_s']} audio s/s,"
+        f" p50 {load['p50_s']} s, p95 {load['p95_s']} s, {load['errors']} errors, mean batch"
         f" {load['mean_batch_size']}, GPU memory peak {mib(result['gpu_memory_used_peak_bytes'])}",
+        f"   1 client: p50 {lone['p50_s']} s, p95 {lone['p95_s']} s, {lone['errors']} errors",
         f"   WER: {wers}",
     ]
 

@@ -1,10 +1,13 @@
 """The service: ``asrserve serve`` on the transformers engine under many clients, and its
 WER on every language of the recordings it speaks.
 
-One server per model (the bench's :class:`ServerProcess`, its load generator
-:func:`run_load`). ``clients`` closed-loop clients send the English recordings over and
-over (``rounds`` requests each), after one request that loads everything; then each
-language's recordings are sent once, with their language named, and their answers scored.
+One server per model and batching policy (the bench's :class:`ServerProcess`, its load
+generator :func:`run_load`). ``clients`` closed-loop clients send the English recordings
+over and over (``rounds`` requests each), after one request that loads everything; then one
+client sends each English recording once (a lone request's latency); then each language's
+recordings are sent once, with their language named, and their answers scored. The check
+runs the first model under ``unbatched`` too, beside the default: on a GPU, what batching
+adds to the same service (issue 44's comparison, which a 2-core CPU cannot settle).
 While it runs, the server's own NVML gauge (``asrserve_gpu_memory_used_bytes`` in
 ``/metrics``, the whole device's memory in use) is read twice a second for its peak.
 """
@@ -48,6 +51,7 @@ class ServiceSpec:
     data: Path  # the server's data directory
     log: Path  # where its log is copied once it stops
     beam_size: int
+    policy: str = "greedy"  # ASRSERVE_BATCH_POLICY
 
 
 def server_env(spec: ServiceSpec) -> dict[str, str]:
@@ -61,6 +65,7 @@ def server_env(spec: ServiceSpec) -> dict[str, str]:
         "ASRSERVE_MODEL_CACHE_DIR": str(spec.cache),
         "ASRSERVE_OFFLINE": "true",
         "ASRSERVE_BEAM_SIZE": str(spec.beam_size),
+        "ASRSERVE_BATCH_POLICY": spec.policy,
         "ASRSERVE_MAX_BATCH_SIZE": str(max(spec.clients, 1)),
         "ASRSERVE_PREFETCH_JOBS": str(max(spec.clients, 32)),
         "ASRSERVE_MAX_CONCURRENT_UPLOADS": str(max(spec.clients, 64)),
@@ -138,6 +143,8 @@ def measure(spec: ServiceSpec) -> dict[str, Any]:
             pattern = Pattern(requests=spec.clients * spec.rounds, concurrency=spec.clients)
             result = asyncio.run(run_load(server.url, english, pattern, fields))
             after = httpx.get(f"{server.url}/v1/scheduler").json()
+            lone = Pattern(requests=len(english), concurrency=1)
+            alone = asyncio.run(run_load(server.url, english, lone, fields))
             by_language = {code: language_wer(server.url, spec, code) for code in languages(spec)}
         peak = sampler.peak
     finally:
@@ -146,9 +153,11 @@ def measure(spec: ServiceSpec) -> dict[str, Any]:
             shutil.copyfile(server.log_path, spec.log)
     return {
         "model": spec.model_id,
+        "policy": spec.policy,
         "env": server_env(spec),
         "clients": spec.clients,
         "load": load_row(result, scheduler_delta(before, after)),
+        "lone": load_row(alone, {}),
         "wer_by_language": by_language,
         "gpu_memory_used_peak_bytes": None if peak is None else int(peak),
     }

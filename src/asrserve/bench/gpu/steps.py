@@ -54,6 +54,7 @@ def execute(kind: str, args: dict[str, Any]) -> dict[str, Any]:
                 data=Path(args["data"]),
                 log=Path(args["log"]),
                 beam_size=args["beam_size"],
+                policy=args.get("policy", "greedy"),
             )
         )
     raise SystemExit(f"gpu check: no step kind {kind!r}")
