@@ -67,10 +67,11 @@ def open_backend(settings: Settings) -> Backend:
     settings.audio_dir.mkdir(parents=True, exist_ok=True)
     settings.files_dir.mkdir(parents=True, exist_ok=True)
     settings.spool_dir.mkdir(parents=True, exist_ok=True)
-    if settings.broker is None:
+    url = settings.broker_url
+    if url is None:
         return _embedded(settings)
     settings.shared_audio_dir.mkdir(parents=True, exist_ok=True)
-    return _distributed(settings, settings.broker)
+    return _distributed(settings, url)
 
 
 async def _in_process() -> None:

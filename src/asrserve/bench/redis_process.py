@@ -19,6 +19,7 @@ class RedisProcess:
     dir: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    password: str | None = None  # ``requirepass``: clients must AUTH with it
 
     @property
     def url(self) -> str:
@@ -39,6 +40,7 @@ class RedisProcess:
             "--appendfsync", "everysec",
             "--save", "",
             "--protected-mode", "yes",
+            *(["--requirepass", self.password] if self.password else []),
         ]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -57,6 +59,10 @@ class RedisProcess:
 
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                if self.password:  # inline command: a password with no spaces or quotes
+                    sock.sendall(f"AUTH {self.password}\r\n".encode())
+                    if not sock.recv(16).startswith(b"+OK"):
+                        return False
                 sock.sendall(b"PING\r\n")
                 return sock.recv(16).startswith(b"+PONG")
         except OSError:

@@ -20,6 +20,7 @@ from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.backends.sqlite import Database
 from asrserve.engine.languages import LanguageRule
 from asrserve.settings import LOOPBACK_HOSTS, Settings
+from asrserve.settings.distributed import shown_url
 
 T = TypeVar("T")
 
@@ -81,15 +82,19 @@ def refuse_unsafe_start(settings: Settings) -> None:
     if not _with_store(settings, lambda store: store.active()):
         raise UnsafeStart(
             f"auth is on for {settings.host} but there are no API keys in "
-            f"{settings.broker or settings.data_dir}: create one with `asrserve keys create "
+            f"{_store_name(settings)}: create one with `asrserve keys create "
             f"--name NAME {_where(settings)}` (or bind to 127.0.0.1, or set --auth off)"
         )
 
 
 def _where(settings: Settings) -> str:
     if settings.broker:
-        return f"--broker {settings.broker}"
+        return f"--broker {shown_url(settings.broker)}"
     return f"--data-dir {settings.data_dir}"
+
+
+def _store_name(settings: Settings) -> str:
+    return shown_url(settings.broker) if settings.broker else str(settings.data_dir)
 
 
 def _with_store(settings: Settings, command: Callable[[KeyStore], Awaitable[T]]) -> T:
@@ -98,11 +103,12 @@ def _with_store(settings: Settings, command: Callable[[KeyStore], Awaitable[T]])
 
 async def _call(command: Callable[[KeyStore], Awaitable[T]], settings: Settings) -> T:
     """The key store of the mode ``serve`` would run in: SQLite, or the shared Redis."""
-    if settings.broker is not None:
+    url = settings.broker_url
+    if url is not None:
         from asrserve.auth.redis import RedisKeyStore
         from asrserve.backends.redis import connect
 
-        client = connect(settings.broker)
+        client = connect(url)
         try:
             return await command(RedisKeyStore(client, settings.redis_prefix))
         finally:

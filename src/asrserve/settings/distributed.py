@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
@@ -15,6 +16,11 @@ class DistributedSettings(BaseModel):
         description="`redis://HOST:PORT/DB`: run as a node of the distributed mode (`serve`: API"
         " node, `--inference` to also infer; `worker`: worker node).",
         json_schema_extra=FLAG,
+    )
+    broker_password_file: Path | None = Field(
+        None,
+        description="A file holding the broker's password (a mounted Secret), for a `broker`"
+        " URL that gives none (`redis://HOST:PORT/DB`; `rediss://` for TLS).",
     )
     shared_dir: Path | None = Field(
         None,
@@ -51,3 +57,26 @@ class DistributedSettings(BaseModel):
     @property
     def distributed(self) -> bool:
         return self.broker is not None
+
+    @property
+    def broker_url(self) -> str | None:
+        """``broker`` with the password of ``broker_password_file`` in it, if it has none
+        (the file's content, one trailing newline dropped, as secrets are written)."""
+        if self.broker is None or self.broker_password_file is None:
+            return self.broker
+        parts = urlsplit(self.broker)
+        if parts.password is not None:
+            return self.broker
+        password = self.broker_password_file.read_text(encoding="utf-8").removesuffix("\n")
+        user = quote(parts.username or "", safe="")
+        netloc = f"{user}:{quote(password, safe='')}@{parts.netloc.rpartition('@')[2]}"
+        return urlunsplit(parts._replace(netloc=netloc))
+
+
+def shown_url(url: str) -> str:
+    """``url`` with its password, if any, as ``***`` (for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{parts.netloc.rpartition('@')[2]}"))
