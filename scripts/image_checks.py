@@ -5,7 +5,8 @@
 2. deploy/compose.yaml (Redis + API + 2 workers): 16 async jobs; one worker is killed
    (SIGKILL) mid-work, the other drained (SIGTERM) during a batch and must exit 0 within
    its stop grace; both start again; every job succeeds, logged as stored exactly once.
-3. Redis's container restarts while jobs are still queued: they survive (the AOF).
+3. Redis's container restarts while jobs are still queued: they survive (the AOF). Redis
+   requires the password the API and the workers read (a client without it: NOAUTH).
 4. ``/healthz`` (the API node's and each worker's probe server) answers within 1 s while
    both workers are saturated.
 
@@ -162,12 +163,15 @@ class Stack:
         self.override.write_text('services:\n  worker:\n    restart: "no"\n')
         admin = work / "admin-key"
         admin.write_text(f"asr_{secrets.token_hex(24)}\n")
+        redis_password = work / "redis-password"
+        redis_password.write_text(f"{secrets.token_hex(24)}\n")
         self.env = {
             **os.environ,
             "ASRSERVE_IMAGE": image,
             "REDIS_IMAGE": redis_image,
             "ASRSERVE_ENV_FILE": str(env_file),
             "ASRSERVE_ADMIN_KEY_FILE": str(admin),
+            "ASRSERVE_REDIS_PASSWORD_FILE": str(redis_password),
             "ASRSERVE_PUBLISH": f"127.0.0.1:{self.port}",
         }
         self.url = f"http://127.0.0.1:{self.port}"
@@ -263,6 +267,10 @@ def compose_stack(image: str, redis_image: str, work: Path) -> None:
 
 def run_stack(stack: Stack, audio: bytes) -> None:
     wait_for(lambda: answers(f"{stack.url}/readyz"), 180, "the API node's /readyz")
+    ping = ["podman", "exec", stack.containers("redis")[0], "redis-cli", "ping"]
+    done = subprocess.run(ping, capture_output=True, text=True)
+    refused = (done.stdout + done.stderr).strip()
+    check("NOAUTH" in refused, f"Redis refuses a client without the password: {refused}")
     workers = stack.containers("worker")
     check(len(workers) == 2, f"two worker containers: {workers}")
     ready = "python3 -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:9100/readyz')\""

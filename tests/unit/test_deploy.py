@@ -42,12 +42,40 @@ def scaled_object_schema() -> dict[str, Any]:
     return schema
 
 
+# The fields of KEDA's TriggerAuthentication (keda.sh/v1alpha1) these manifests use, as
+# KEDA's documentation gives them: a secret's key handed to a scaler as a parameter.
+TRIGGER_AUTHENTICATION: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "keda.sh/v1alpha1"},
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "secretTargetRef": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["parameter", "name", "key"],
+                        "properties": {k: {"type": "string"} for k in ("parameter", "name", "key")},
+                    },
+                }
+            },
+        },
+    },
+}
+
+
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(K8S)))
 def test_every_manifest_validates_against_its_schema(path: Path) -> None:
     docs = documents(path)
     assert docs, path
     for doc in docs:
-        if doc["apiVersion"].startswith("keda.sh/"):
+        if doc["kind"] == "TriggerAuthentication":
+            jsonschema.validate(doc, TRIGGER_AUTHENTICATION)
+        elif doc["apiVersion"].startswith("keda.sh/"):
             jsonschema.validate(doc, scaled_object_schema())
         else:
             kubernetes_validate.validate(doc, KUBERNETES, strict=True)
@@ -79,6 +107,79 @@ def test_keda_scales_on_the_streams_the_queue_writes() -> None:
     assert all("consumerGroup" not in t["metadata"] for t in scaled["spec"]["triggers"])
 
 
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels, matchExpressions with In) selects ``labels``."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for rule in selector.get("matchExpressions", []):
+        assert rule["operator"] == "In", rule
+        if labels.get(rule["key"]) not in rule["values"]:
+            return False
+    return True
+
+
+def pod_labels() -> dict[str, dict[str, str]]:
+    """Each workload's pods' labels, by the workload's name."""
+    workloads = [d for k, d in by_kind().items() if k[0] in ("Deployment", "StatefulSet")]
+    return {d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"] for d in workloads}
+
+
+def test_redis_requires_the_password_every_asrserve_pod_and_keda_are_given() -> None:
+    manifests = by_kind()
+    redis = manifests[("StatefulSet", "asrserve-redis")]["spec"]["template"]["spec"]
+    (container,) = redis["containers"]
+    args, env = container["args"], {e["name"]: e for e in container["env"]}
+    assert args[args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    secret = {"name": "asrserve-redis", "key": "password"}
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == secret
+    config = manifests[("ConfigMap", "asrserve-config")]["data"]
+    folder, _, key = config["ASRSERVE_BROKER_PASSWORD_FILE"].rpartition("/")
+    assert key == secret["key"]
+    for name in ("asrserve-api", "asrserve-worker", "asrserve-worker-gpu"):
+        pod = manifests[("Deployment", name)]["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = [m for c in pod["containers"] for m in c["volumeMounts"]]
+        (mount,) = [m for m in mounts if m["mountPath"] == folder]
+        assert volumes[mount["name"]]["secret"]["secretName"] == secret["name"], name
+    auth = manifests[("TriggerAuthentication", "asrserve-redis")]["spec"]["secretTargetRef"]
+    assert auth == [{"parameter": "password", **secret}]
+    triggers = manifests[("ScaledObject", "asrserve-worker")]["spec"]["triggers"]
+    assert {t["authenticationRef"]["name"] for t in triggers} == {"asrserve-redis"}
+
+
+def test_network_policies_admit_only_asrserve_to_redis_and_prometheus_to_the_workers() -> None:
+    manifests, pods = by_kind(), pod_labels()
+
+    def chosen(selector: dict[str, Any]) -> set[str]:
+        return {name for name, labels in pods.items() if selects(selector, labels)}
+
+    redis = manifests[("NetworkPolicy", "asrserve-redis")]["spec"]
+    assert chosen(redis["podSelector"]) == {"asrserve-redis"}
+    (rule,) = redis["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
+    in_cluster = [p for p in rule["from"] if "namespaceSelector" not in p]
+    admitted = set().union(*(chosen(p["podSelector"]) for p in in_cluster))
+    assert admitted == {"asrserve-api", "asrserve-worker", "asrserve-worker-gpu"}
+    workers = manifests[("NetworkPolicy", "asrserve-worker")]["spec"]
+    assert chosen(workers["podSelector"]) == {"asrserve-worker", "asrserve-worker-gpu"}
+    (rule,) = workers["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 9100}]
+    assert [p["podSelector"] for p in rule["from"]] == [
+        {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}
+    ]
+
+
+def test_compose_redis_requires_the_password_the_nodes_read() -> None:
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
+    redis = compose["services"]["redis"]
+    assert '--requirepass "$$(cat /run/secrets/redis_password)"' in redis["command"][-1]
+    assert redis["secrets"] == ["redis_password"]
+    for name in ("api", "worker"):
+        service = compose["services"][name]
+        path = service["environment"]["ASRSERVE_BROKER_PASSWORD_FILE"]
+        assert path == "/run/secrets/redis_password" and "redis_password" in service["secrets"]
+
+
 def test_compose_drains_workers_within_their_stop_grace() -> None:
     compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
     worker = compose["services"]["worker"]
@@ -87,7 +188,7 @@ def test_compose_drains_workers_within_their_stop_grace() -> None:
     assert float(worker["stop_grace_period"].removesuffix("s")) >= (
         float(env["ASRSERVE_SHUTDOWN_GRACE_S"]) + 20
     )
-    assert "--appendonly" in compose["services"]["redis"]["command"]
+    assert "--appendonly yes" in compose["services"]["redis"]["command"][-1]
 
 
 @pytest.mark.parametrize(
