@@ -229,10 +229,14 @@ def test_an_operator_unloads_an_idle_model_and_loads_it_again() -> None:
         (300.0, 0.0, 300.0),
         (300.0, 60.0, 300.0),
         (300.0, 600.0, 600.0),
-        (300.0, -1.0, -1.0),
+        (300.0, 3600.0, 3600.0),
+        (300.0, 7200.0, 3600.0),  # an hour at most
+        (300.0, -1.0, 3600.0),  # never for good
+        (300.0, 1e308, 3600.0),
+        (7200.0, -1.0, 7200.0),  # a default past the hour stays the longest
     ],
 )
-def test_a_tenants_keep_alive_never_releases_a_model_sooner_than_its_default(
+def test_a_tenants_keep_alive_is_between_its_default_and_an_hour(
     default: float, asked: float, kept: float
 ) -> None:
     _, _, device = pair()

@@ -26,6 +26,10 @@ from asrserve.settings.keep_alive import FOREVER
 
 log = logging.getLogger(__name__)
 
+# A tenant's keep_alive keeps a model at most this long (or its default, if longer): past
+# it, a tenant's ``-1`` or ``1e308`` would pin the model's memory for good.
+TENANT_LONGEST_S = 3600.0
+
 
 class ModelBusy(Conflict):
     """An unload asked for while the model has work pending or running."""
@@ -79,13 +83,16 @@ class Residency:
     def end(self, model: str, keep_alive: float | None, *, tenant: bool = False) -> None:
         """A job of ``model`` ended; the model's keep_alive is now ``keep_alive`` (None:
         its default), counted from now. A ``tenant``'s job (not an operator's) may keep the
-        model longer than its default, never shorter: one tenant's ``0`` would make every
-        other tenant's next request pay the reload."""
+        model longer than its default, never shorter (one tenant's ``0`` would make every
+        other tenant's next request pay the reload), and no longer than
+        :data:`TENANT_LONGEST_S` past a finite default (nor for good)."""
         model = self.model_id(model)
         self._users[model] -= 1
         default = self.default(model)
         if keep_alive is None or (tenant and not _longer(keep_alive, default)):
             keep_alive = default
+        elif tenant and _longer(keep_alive, max(default, TENANT_LONGEST_S)) and default >= 0:
+            keep_alive = max(default, TENANT_LONGEST_S)
         self._keep[model] = keep_alive
         self._released[model] = self.clock.now()
         self.changed.set()
