@@ -21,6 +21,7 @@ from asrserve.engine.pytorch.rules import TimestampRules
 
 Tensor = torch.Tensor
 COMPACT_AT = 0.75  # the share of a batch's windows still searching at which the rest leave
+SAMPLING_SEED = 0  # the seed of every search's own generator (``Searcher._sampled``)
 Pick = tuple[int, int]  # (the parent row within its window, the token fed to the new row)
 
 
@@ -88,6 +89,10 @@ class Searcher:
         self.rules = rules
         self.search = search
         self.eot = rules.vocabulary.eot
+        # Sampled at a fallback temperature: a generator of the search's own, seeded the same
+        # every time, so a batch decodes alike whatever ran before it in the process (the
+        # global generator's state depended on it, and so did a window's fallback text).
+        self._draws: torch.Generator | None = None
 
     def run(
         self,
@@ -175,7 +180,9 @@ class Searcher:
     ) -> list[list[Pick]]:
         allowed = logits.masked_fill(torch.isneginf(logprobs), float("-inf"))
         weights = torch.softmax(allowed / self.search.temperature, dim=-1)
-        drawn = torch.multinomial(weights, 1)[:, 0]
+        if self._draws is None:
+            self._draws = torch.Generator(device=weights.device).manual_seed(SAMPLING_SEED)
+        drawn = torch.multinomial(weights, 1, generator=self._draws)[:, 0]
         chosen = logprobs.gather(1, drawn[:, None])[:, 0].tolist()
         drawn_list = drawn.tolist()
         width = self.search.width
