@@ -33,8 +33,8 @@ class WindowOutput:
     truncated: bool  # generation stopped at the token limit
     # Where the decode's own timestamps end its last segment (None: no segment). Word
     # alignment moves segments' ends, never this: where a window is continued does not
-    # depend on whether its words were timed, so a request's words, speakers or subtitles
-    # never change its text.
+    # depend on whether its words were timed, so asking for words, speakers or subtitles
+    # does not change which windows a request decodes.
     spoken_to: float | None
 
 
