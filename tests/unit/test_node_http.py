@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import httpx
 from prometheus_client import CollectorRegistry, Counter
 
@@ -24,5 +26,19 @@ def test_liveness_readiness_and_metrics() -> None:
         assert httpx.get(f"{base}/readyz").status_code == 503
         assert httpx.get(f"{base}/healthz").status_code == 200
         assert "probe_test_total 1.0" in httpx.get(f"{base}/metrics").text
+    finally:
+        server.close()
+
+
+def test_a_client_that_stalls_mid_request_is_dropped() -> None:
+    """A connection that sends half a request and then nothing is closed by the server
+    (its read timeout, short here), and the server keeps answering others."""
+    server = ProbeServer("127.0.0.1", 0, CollectorRegistry(), read_timeout_s=0.2)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port)) as stalled:
+            stalled.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # no blank line: unfinished
+            stalled.settimeout(30)  # the test's own bound, far past the server's
+            assert stalled.recv(1024) == b""  # closed by the server, nothing answered
+        assert httpx.get(f"http://127.0.0.1:{server.port}/healthz").status_code == 200
     finally:
         server.close()

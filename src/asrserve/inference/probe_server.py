@@ -22,6 +22,9 @@ StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
+READ_TIMEOUT_S = 10.0  # a connection idle this long mid-request is closed
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # probes every few seconds would drown the node's own log
@@ -60,14 +63,18 @@ class ProbeServer:
         port: int,
         registry: CollectorRegistry,
         reachable: Callable[[], bool] = lambda: True,
+        read_timeout_s: float = READ_TIMEOUT_S,
     ) -> None:
+        """A client that sends or reads nothing for ``read_timeout_s`` is dropped: each
+        connection holds a thread, and a slow one would hold it for good."""
         self.ready = threading.Event()
+        handler = type("_Handler", (_QuietHandler,), {"timeout": read_timeout_s})
         self._server = make_server(
             host,
             port,
             probe_app(registry, self.ready, reachable),
             ThreadingWSGIServer,
-            handler_class=_QuietHandler,
+            handler_class=handler,
         )
         self.port = self._server.server_port
         self._thread = threading.Thread(
