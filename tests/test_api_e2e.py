@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import json
 import time
-import wave
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import openai
 import pytest
 
 from asrserve.audio.decode import decode
-from asrserve.bench.corpus import Clip
+from asrserve.bench.corpus import Clip, write_float_wav
 from asrserve.bench.wer import wer, wer_one
 from tests.support.api import submit_job, transcribe_text, wait_job
 from tests.support.servers import JFK, REAL_SPEECH, ROOT, Receiver
@@ -240,23 +238,14 @@ def test_corpus_wer_matches_faster_whisper(
 # --- 3. real recorded speech -----------------------------------------------------------------
 
 
-def _write_wav(path: Path, samples: np.ndarray) -> None:
-    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype(np.int16)
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(16000)
-        out.writeframes(pcm.tobytes())
-
-
 def test_real_speech(http: httpx.Client, tmp_path: Path) -> None:
     refs = load_references()
     figures: dict[str, float] = {}
     jfk = transcribe_text(http, JFK)
     figures["jfk.flac"] = wer_one(refs["jfk.flac"], jfk)
     for channel, side in enumerate(("left", "right")):
-        path = tmp_path / f"stereo_{side}.wav"
-        _write_wav(path, decode(STEREO, 1e9, channel=channel))
+        samples = decode(STEREO, 1e9, channel=channel)
+        path = write_float_wav(tmp_path / f"stereo_{side}.wav", samples)
         key = f"stereo_two_speakers.wav#{side}"
         figures[key] = wer_one(refs[key], transcribe_text(http, path))
     print("\nreal-speech WER: " + ", ".join(f"{k} {v:.4f}" for k, v in figures.items()))

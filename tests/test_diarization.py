@@ -14,7 +14,7 @@ import pytest
 
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.bench.conversations import build
-from asrserve.bench.corpus import write_wav
+from asrserve.bench.corpus import write_float_wav
 from asrserve.bench.der import Labelled, score
 from asrserve.bench.diarize import named_speech
 from asrserve.inference import diarizing
@@ -83,8 +83,7 @@ def test_a_file_is_embedded_a_group_at_a_time_to_the_same_turns(
     """Clips go to the device in groups of at most GROUP (what bounds a long file's
     filterbanks in memory), and the turns are those of the file embedded at once."""
     conversation = build(100)
-    path = tmp_path / "talk.wav"
-    write_wav(path, (np.clip(conversation.samples, -1, 1) * 32767).astype(np.int16), 16000)
+    path = write_float_wav(tmp_path / "talk.wav", conversation.samples)
     model = installed()
 
     def run(group: int) -> tuple[list[Turn], list[int]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import re
-import wave
 from pathlib import Path
 
 import httpx
@@ -16,6 +15,7 @@ import openai
 import pytest
 
 from asrserve.bench.conversations import build, reference
+from asrserve.bench.corpus import write_float_wav
 from asrserve.bench.der import Labelled, named_seconds, score
 from asrserve.bench.wer import wer_one
 from tests.support.servers import Server
@@ -23,21 +23,12 @@ from tests.support.servers import Server
 pytestmark = pytest.mark.slow
 
 
-def write_wav(path: Path, samples: np.ndarray) -> Path:
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(16000)
-        out.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
-    return path
-
-
 def test_diarized_json_streamed_and_refused_through_the_openai_client(
     server: Server, tmp_path: Path
 ) -> None:
     # two English voices; timing its words once moved where a window was continued (0.027 WER)
     conversation = build(104, voices=["reader", "allison"])
-    path = write_wav(tmp_path / "talk.wav", conversation.samples)
+    path = write_float_wav(tmp_path / "talk.wav", conversation.samples)
     with openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as oai:
         with path.open("rb") as audio:
             diarized = oai.audio.transcriptions.create(
@@ -96,14 +87,14 @@ def test_diarized_json_streamed_and_refused_through_the_openai_client(
 def data_url(samples: np.ndarray, folder: Path, name: str) -> str:
     return (
         "data:audio/wav;base64,"
-        + base64.b64encode(write_wav(folder / name, samples).read_bytes()).decode()
+        + base64.b64encode(write_float_wav(folder / name, samples).read_bytes()).decode()
     )
 
 
 def test_known_speakers_are_named_from_their_references(server: Server, tmp_path: Path) -> None:
     voices = ["reader", "allison"]
     conversation = build(5, voices=voices)
-    path = write_wav(tmp_path / "talk.wav", conversation.samples)
+    path = write_float_wav(tmp_path / "talk.wav", conversation.samples)
     used = {turn.speaker for turn in conversation.turns}
     assert used == set(voices)
     # another recording of each voice as its reference
@@ -142,7 +133,7 @@ def test_known_speakers_are_named_from_their_references(server: Server, tmp_path
 def test_a_job_with_a_bad_reference_is_refused_at_submit(server: Server, tmp_path: Path) -> None:
     """References are probed at intake, as the upload is: a job whose reference is too long
     or not audio is a 400 naming the field, never a queued job that fails later."""
-    path = write_wav(tmp_path / "talk.wav", build(5, voices=["reader", "allison"]).samples)
+    path = write_float_wav(tmp_path / "talk.wav", build(5, voices=["reader", "allison"]).samples)
     long = data_url(np.zeros(12 * 16000, dtype=np.float32), tmp_path, "long.wav")
     text = "data:audio/wav;base64," + base64.b64encode(b"not audio at all, " * 64).decode()
     answers = []

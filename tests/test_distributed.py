@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx
-import numpy as np
 import openai
 import pytest
 
-from asrserve.bench.conversations import SAMPLE_RATE, build
-from asrserve.bench.corpus import Clip, write_wav
+from asrserve.bench.conversations import build
+from asrserve.bench.corpus import Clip, write_float_wav
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.wer import wer_one
 from asrserve.cli.server_process import ServerProcess
@@ -294,8 +293,7 @@ def test_a_diarized_job_and_request_are_answered_by_the_worker_node(
     synchronous diarized request, sent to an API node, come back with the conversation's
     two speakers, the job's subtitles with voice tags."""
     conversation = build(104, voices=["reader", "allison"])
-    path = tmp_path / "talk.wav"
-    write_wav(path, (np.clip(conversation.samples, -1, 1) * 32767).astype(np.int16), SAMPLE_RATE)
+    path = write_float_wav(tmp_path / "talk.wav", conversation.samples)
     api = cluster.api()
     worker = cluster.worker()
     with httpx.Client(base_url=api.url, timeout=TIMEOUT) as http:

@@ -6,11 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
 
-from asrserve.bench.conversations import SAMPLE_RATE, build
-from asrserve.bench.corpus import Clip, write_wav
+from asrserve.bench.conversations import build
+from asrserve.bench.corpus import Clip, write_float_wav
 from asrserve.bench.wer import wer
 from tests.support.servers import Server
 
@@ -61,9 +60,8 @@ def test_policy_serves_concurrent_callers(
 def speakers(url: str, folder: Path) -> list[str]:
     """The speakers of a diarized two-voice conversation, in order of first speech."""
     conversation = build(104, voices=["reader", "allison"])
-    pcm = (np.clip(conversation.samples, -1, 1) * 32767).astype(np.int16)
-    write_wav(folder / "talk.wav", pcm, SAMPLE_RATE)
-    with (folder / "talk.wav").open("rb") as fh:
+    path = write_float_wav(folder / "talk.wav", conversation.samples)
+    with path.open("rb") as fh:
         response = httpx.post(
             f"{url}/v1/audio/transcriptions",
             files={"file": fh},

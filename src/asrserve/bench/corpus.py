@@ -186,6 +186,12 @@ def write_wav(path: Path, samples: npt.NDArray[np.int16], rate: int) -> None:
         w.writeframes(samples.tobytes())
 
 
+def write_float_wav(path: Path, samples: npt.NDArray[np.floating], rate: int = 16000) -> Path:
+    """Float samples (clipped to [-1, 1]) as a 16-bit mono WAV file at ``path``; ``path``."""
+    write_wav(path, (np.clip(samples, -1.0, 1.0) * 32767).astype(np.int16), rate)
+    return path
+
+
 def _pick(durs: list[float], target: float, rng: random.Random) -> list[int]:
     """Pick 1-5 distinct sentence indices whose joined duration is near *target*."""
     order = rng.sample(range(len(durs)), len(durs))

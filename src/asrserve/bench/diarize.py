@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from asrserve.bench.conversations import SAMPLE_RATE, Conversation, build, reference
-from asrserve.bench.corpus import write_wav
+from asrserve.bench.corpus import write_float_wav
 from asrserve.bench.der import Labelled, named_seconds, score
 from asrserve.bench.wer import wer_one
 from asrserve.cli.server_process import ServerProcess
@@ -119,9 +119,8 @@ def _served(conversations: list[Conversation], env: dict[str, str]) -> dict[str,
     with tempfile.TemporaryDirectory(prefix="asrserve-bench-diarize-") as tmp:
         paths = []
         for index, conversation in enumerate(conversations):
-            pcm = (np.clip(conversation.samples, -1, 1) * 32767).astype(np.int16)
-            paths.append(Path(tmp) / f"conversation-{index}.wav")
-            write_wav(paths[-1], pcm, SAMPLE_RATE)
+            path = Path(tmp) / f"conversation-{index}.wav"
+            paths.append(write_float_wav(path, conversation.samples, SAMPLE_RATE))
         server = ServerProcess(Path(tmp) / "data", env=env).start(timeout=180)
         try:
             with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:

@@ -24,7 +24,7 @@ import httpx
 import numpy as np
 
 from asrserve.audio.decode import decode
-from asrserve.bench.corpus import write_wav
+from asrserve.bench.corpus import write_float_wav
 from asrserve.bench.load import AudioFile
 from asrserve.cli.server_process import ServerProcess
 from asrserve.engine.base import SAMPLING_RATE
@@ -56,9 +56,7 @@ def long_file(files: list[AudioFile], seconds: float, folder: Path) -> tuple[Pat
             if length >= seconds * SAMPLING_RATE:
                 break
     audio = np.concatenate(pieces)
-    pcm = (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
-    path = folder / f"long-{round(seconds)}s.wav"
-    write_wav(path, pcm, SAMPLING_RATE)
+    path = write_float_wav(folder / f"long-{round(seconds)}s.wav", audio, SAMPLING_RATE)
     return path, audio.shape[0] / SAMPLING_RATE
 
 
