@@ -52,6 +52,14 @@ def test_the_password_comes_from_its_file_and_is_never_shown(
     assert shown_url(settings.broker_url) == redis.url.replace("//", "//:***@")
 
 
+def test_an_acl_user_keeps_its_name_as_the_url_writes_it(tmp_path: Path) -> None:
+    secret = tmp_path / "redis-password"
+    secret.write_text("p@ss\n")
+    settings = Settings(broker="rediss://us%40er@redis:6380/0", broker_password_file=secret)
+    assert settings.broker_url == "rediss://us%40er:p%40ss@redis:6380/0"
+    assert shown_url("rediss://us%40er:p%40ss@redis:6380/0") == "rediss://us%40er:***@redis:6380/0"
+
+
 def test_an_api_node_and_a_worker_serve_through_it(redis: RedisProcess, tmp_path: Path) -> None:
     secret = tmp_path / "redis-password"
     secret.write_text(PASSWORD + "\n")

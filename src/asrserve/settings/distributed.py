@@ -64,19 +64,19 @@ class DistributedSettings(BaseModel):
         (the file's content, one trailing newline dropped, as secrets are written)."""
         if self.broker is None or self.broker_password_file is None:
             return self.broker
-        parts = urlsplit(self.broker)
-        if parts.password is not None:
+        if urlsplit(self.broker).password is not None:
             return self.broker
         password = self.broker_password_file.read_text(encoding="utf-8").removesuffix("\n")
-        user = quote(parts.username or "", safe="")
-        netloc = f"{user}:{quote(password, safe='')}@{parts.netloc.rpartition('@')[2]}"
-        return urlunsplit(parts._replace(netloc=netloc))
+        return _with_password(self.broker, quote(password, safe=""))
 
 
 def shown_url(url: str) -> str:
     """``url`` with its password, if any, as ``***`` (for messages and logs)."""
+    return url if urlsplit(url).password is None else _with_password(url, "***")
+
+
+def _with_password(url: str, password: str) -> str:
+    """``url`` with ``password`` (as the URL writes it) after its user name, if any."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{parts.netloc.rpartition('@')[2]}"))
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{password}@{host}"))
