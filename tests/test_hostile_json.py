@@ -269,15 +269,24 @@ def test_poisoned_lines_fail_their_batch_and_the_next_batch_still_runs(
     healthy(srv)
 
 
-def test_a_lone_surrogate_in_a_batch_request_is_a_400_naming_it(srv: Server) -> None:
+@pytest.mark.parametrize(
+    ("metadata", "param"),
+    [
+        ('{"note": "\\ud83d"}', "metadata.note"),
+        ('{"\\ud83d": "x"}', "metadata.\\ud83d"),  # in a key: was a 500
+    ],
+)
+def test_a_lone_surrogate_in_a_batch_request_is_a_400_naming_it(
+    srv: Server, metadata: str, param: str
+) -> None:
     body = (
         '{"input_file_id": "file-x", "endpoint": "' + ENDPOINT + '", "completion_window": '
-        '"24h", "metadata": {"note": "\\ud83d"}}'
+        '"24h", "metadata": ' + metadata + "}"
     )
     response = httpx.post(
         f"{srv.url}/v1/batches", content=body, headers={"content-type": "application/json"}
     )
     assert response.status_code == 400, response.text
     error = response.json()["error"]
-    assert (error["code"], error["param"]) == ("invalid_encoding", "metadata.note")
+    assert (error["code"], error["param"]) == ("invalid_encoding", param)
     healthy(srv)

@@ -362,13 +362,15 @@ def _surrogate(text: str) -> bool:
 def lone_surrogate(value: object, path: str = "") -> str | None:
     """Where a decoded JSON value holds a string with a lone surrogate (legal JSON:
     ``"\\ud800"``, but no UTF-8 can carry it, so storing or answering it fails later): the
-    dotted path of the first such field ("" for the value itself), or None."""
+    dotted path of the first such field ("" for the value itself), or None. A key that holds
+    one is named by its escape (``metadata.\\ud83d``), so the path itself can be answered."""
     if isinstance(value, str):
         return path if _surrogate(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            if _surrogate(str(key)):
+            name = str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+            where = f"{path}.{name}" if path else name
+            if name != str(key):  # the key itself: named as its escape, which UTF-8 carries
                 return where
             found = lone_surrogate(item, where)
             if found is not None:

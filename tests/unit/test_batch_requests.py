@@ -322,3 +322,14 @@ def test_a_diarized_line_asks_for_speakers_and_its_output_carries_them() -> None
     assert [(s["type"], s["speaker"], s["text"]) for s in body["segments"]] == [
         ("transcript.text.segment", "A", "hi")
     ]
+
+
+def test_a_lone_surrogate_in_a_key_is_named_by_its_escape() -> None:
+    """Before, the error's param held the key itself, which no UTF-8 carries: storing the
+    line error failed and the whole batch ended as internal_error."""
+    data = line("a").replace('"file": "file-1"', '"file": "file-1", "\\ud800x": 1').encode()
+    with pytest.raises(InvalidInput) as caught:
+        parse(data)
+    (error,) = caught.value.errors
+    assert (error.code, error.param, error.line) == ("invalid_encoding", "body.\\ud800x", 1)
+    assert error.param.encode("utf-8") == b"body.\\ud800x"
