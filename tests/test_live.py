@@ -164,6 +164,18 @@ def test_a_session_ends_clients_that_break_the_rules(server: Server) -> None:
             ws.recv(timeout=10)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
 
+    with session(server) as ws:  # nested 200,000 deep: was a dropped socket and no error
+        ws.recv(timeout=10)
+        ws.send("[" * 200_000 + "]" * 200_000)
+        error = json.loads(ws.recv(timeout=10))
+        assert (error["error"]["code"], error["error"]["message"]) == (
+            "invalid_json",
+            "a client event is nested too deeply",
+        )
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
     with session(server) as ws:  # 20 s of audio at once: faster than real time
         ws.recv(timeout=10)
         ten_seconds = np.zeros(10 * 24000, dtype="<i2").tobytes()

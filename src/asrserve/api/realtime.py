@@ -172,6 +172,9 @@ async def _handle(
         event = json.loads(text)
     except ValueError:
         raise LiveError("a client event is not JSON", code="invalid_json", fatal=True) from None
+    except RecursionError:  # legal JSON nested deeper than the parser goes
+        message = "a client event is nested too deeply"
+        raise LiveError(message, code="invalid_json", fatal=True) from None
     if not isinstance(event, dict):
         raise LiveError("a client event is a JSON object", code="invalid_event", fatal=True)
     kind = event.get("type")
