@@ -145,6 +145,22 @@ def test_the_detector_finds_pauses_and_speech_by_session_sample() -> None:
     assert detector.speech_since(windows * WINDOW) is None  # nothing heard after the end
 
 
+def test_a_detector_started_mid_session_counts_from_its_origin() -> None:
+    """Turn detection switched on by an update, 7 s in and inside an open turn: its edges,
+    pauses and speech are session samples, and the open turn's silence stops it."""
+    origin = 7 * 16000
+    script = [0.9] * 10 + [0.05] * 20 + [0.9] * 5
+    detector = TurnDetector(TurnDetection(), ScriptedVad(script), origin, speaking=True)
+    found = detector.feed(np.zeros(len(script) * WINDOW, dtype=np.float32))
+    assert found == [
+        TurnEdge(Edge.STOPPED, origin + 10 * WINDOW),  # no STARTED: the turn was open
+        TurnEdge(Edge.STARTED, origin + 30 * WINDOW),
+    ]
+    assert detector.speech_since(origin + 11 * WINDOW) == origin + 30 * WINDOW
+    # the first window whose neighbours are all quiet (10-14): the earliest of equals
+    assert detector.pause(origin, origin + 30 * WINDOW) == origin + 12 * WINDOW + WINDOW // 2
+
+
 def test_the_buffer_keeps_what_is_asked_for_by_index() -> None:
     pcm = PcmBuffer()
     pcm.append(np.arange(0, 10, dtype=np.float32))

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from asrserve.audio.decode import decode
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard
@@ -20,9 +22,11 @@ from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.live.decoder import LiveDecoder
 from asrserve.live.errors import LiveError
 from asrserve.live.session import LiveLimits, LiveSession, SessionConfig
+from asrserve.live.turns import TurnDetection
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine, chunk, raw_segment
 
+JFK = Path(__file__).parents[1] / "data" / "jfk.flac"
 MANUAL = SessionConfig(options=TranscriptionOptions(), turn_detection=None, input_rate=16000)
 PATIENT = LiveLimits(interim_deadline_s=60.0, final_deadline_s=60.0)
 
@@ -46,6 +50,7 @@ def run(
     limits: LiveLimits = PATIENT,
     charge: Callable[[float], Awaitable[None]] | None = None,
     engine: FakeEngine | None = None,
+    config: SessionConfig = MANUAL,
 ) -> tuple[FakeEngine, list[dict[str, Any]]]:
     engine = engine or FakeEngine()
     charged: list[float] = []
@@ -61,7 +66,7 @@ def run(
         loops = asyncio.create_task(scheduler.run())
         wall = Wall()
         decoder = LiveDecoder(scheduler, Settings())
-        session = LiveSession("sess_1", decoder, MANUAL, limits, charge, clock=wall)
+        session = LiveSession("sess_1", decoder, config, limits, charge, clock=wall)
         await session.open()  # as LiveSessions opens it
         try:
             await asyncio.wait_for(body(session, engine, scheduler, wall), 10)
@@ -337,3 +342,37 @@ def test_a_session_under_a_limited_key_detects_only_among_its_languages() -> Non
     assert engine.restrictions == [("de", "fr")]
     assert [o.language for o in engine.options] == ["fr", "fr"]
     assert [e["transcript"] for e in events if e["type"].endswith("completed")] == ["1.0", "1.0"]
+
+
+def vad_edges(update_at_s: float | None) -> list[tuple[str, int]]:
+    """JFK's speech through a session with server VAD, in half-second appends; a session
+    update (a new prompt, the same rules) is sent ``update_at_s`` into it."""
+    speech = (decode(JFK, 30.0) * 32767).astype("<i2").tobytes()
+    step = 8000 * 2  # half a second of 16 kHz PCM16
+    config = dataclasses.replace(MANUAL, turn_detection=TurnDetection())
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        for at in range(0, len(speech), step):
+            wall.now += 0.5
+            await session.append(speech[at : at + step])
+            if update_at_s is not None and at == int(update_at_s * 2) * step:
+                options = TranscriptionOptions(prompt="Americans")
+                session.configure(dataclasses.replace(config, options=options))
+        await session.append(pcm(1.0))
+
+    _, events = run(body, config=config, limits=dataclasses.replace(PATIENT, interim_s=100.0))
+    return [
+        (e["type"].rsplit(".", 1)[-1], e.get("audio_start_ms", e.get("audio_end_ms", -1)))
+        for e in events
+        if e["type"].startswith("input_audio_buffer.speech")
+    ]
+
+
+def test_a_session_update_in_an_open_turn_keeps_the_vad_and_its_clock() -> None:
+    """Before, an update made a new VAD: its clock began again at 0 and it did not know a
+    turn was open, so the speech after the update opened a second turn, its times counted
+    from the update."""
+    plain = vad_edges(None)
+    assert plain[0][0] == "speech_started" and len(plain) >= 4  # JFK pauses between phrases
+    opened = plain[0][1] / 1000 + 1.0  # a second into the first turn
+    assert vad_edges(opened) == plain

@@ -113,7 +113,10 @@ class LiveSession:
         self._said = ""  # the latest completed turns' text, which the next decodes follow
         self._received = 0.0  # seconds of audio the client sent (whatever its rate)
         self._charged = 0.0  # seconds of audio charged to the quota: received, and ahead
-        self.configure(config)
+        self.config = config
+        self._input = PcmInput(config.input_rate, config.input_encoding)
+        detection = config.turn_detection
+        self._detector = TurnDetector(detection) if detection is not None else None
 
     # --- what the client does ---------------------------------------------------------
     async def open(self) -> None:
@@ -122,9 +125,20 @@ class LiveSession:
         self._charged = CHARGE_STEP_S
 
     def configure(self, config: SessionConfig) -> None:
+        """A session update. The VAD goes on under the new rules (its model state, the open
+        turn and the session's clock kept); switched on, it starts at the newest sample,
+        in speech if a turn is open; the input converter is kept unless its format changed."""
+        if (config.input_rate, config.input_encoding) != (self._input.rate, self._input.encoding):
+            self._input = PcmInput(config.input_rate, config.input_encoding)
+        detection = config.turn_detection
+        if detection is None:
+            self._detector = None
+        elif self._detector is None:
+            opened = self._turn is not None
+            self._detector = TurnDetector(detection, origin=self._pcm.end, speaking=opened)
+        else:
+            self._detector.retune(detection)
         self.config = config
-        self._input = PcmInput(config.input_rate, config.input_encoding)
-        self._detector = TurnDetector(config.turn_detection) if config.turn_detection else None
 
     async def append(self, data: bytes) -> None:
         seconds = self._input.seconds(len(data))

@@ -51,11 +51,15 @@ class TurnEdge:
 
 
 class TurnRules:
-    def __init__(self, rules: TurnDetection) -> None:
-        self.rules = rules
-        self.speaking = False
+    def __init__(self, rules: TurnDetection, speaking: bool = False) -> None:
+        self.speaking = speaking
         self._windows = 0
         self._quiet = 0  # windows in a row below the threshold while speaking
+        self.retune(rules)
+
+    def retune(self, rules: TurnDetection) -> None:
+        """Go on under new rules: whether speech is on, and the windows counted, stay."""
+        self.rules = rules
         self._needed = max(1, -(-rules.silence_duration_ms * SAMPLING_RATE // 1000 // WINDOW))
 
     def push(self, probability: float) -> TurnEdge | None:
@@ -92,41 +96,56 @@ def best_pause(probabilities: np.ndarray, first: int) -> int:
 
 
 class TurnDetector:
-    """Audio in, turn edges out (the model runs in the caller's thread)."""
+    """Audio in, turn edges out (the model runs in the caller's thread). Samples are counted
+    from the session's first: a detector started later (turn detection switched on by an
+    update) is told where its audio begins (``origin``), and whether a turn is open then."""
 
-    def __init__(self, rules: TurnDetection, stream: SileroStream | None = None) -> None:
+    def __init__(
+        self,
+        rules: TurnDetection,
+        stream: SileroStream | None = None,
+        origin: int = 0,
+        speaking: bool = False,
+    ) -> None:
         self._stream = stream or SileroStream()
-        self._rules = TurnRules(rules)
+        self._rules = TurnRules(rules, speaking)
         self._trail: deque[float] = deque(maxlen=TRAIL_WINDOWS)  # the latest probabilities
         self._windows = 0  # windows seen: the trail ends with window ``_windows - 1``
+        self._origin = origin  # the session sample this detector's first window starts at
 
     @property
     def speaking(self) -> bool:
         return self._rules.speaking
+
+    def retune(self, rules: TurnDetection) -> None:
+        """New rules from a session update: the model's state, the open turn and the
+        session's clock go on."""
+        self._rules.retune(rules)
 
     def feed(self, audio: np.ndarray) -> list[TurnEdge]:
         probabilities = self._stream.feed(audio)
         self._trail.extend(float(p) for p in probabilities)
         self._windows += probabilities.shape[0]
         edges = (self._rules.push(float(p)) for p in probabilities)
-        return [edge for edge in edges if edge is not None]
+        return [TurnEdge(e.edge, e.at + self._origin) for e in edges if e is not None]
 
     def speech_since(self, at: int) -> int | None:
         """The start of the first window from sample ``at`` on that is speech, if any."""
+        at -= self._origin
         first = max(-(-at // WINDOW), self._windows - len(self._trail))
         offset = self._windows - len(self._trail)
         for index in range(first, self._windows):
             if self._trail[index - offset] >= self._rules.rules.threshold:
-                return index * WINDOW
+                return index * WINDOW + self._origin
         return None
 
     def pause(self, start: int, end: int) -> int:
         """Where to cut between samples ``start`` and ``end``: the best pause of the windows
         heard there (``end`` itself if none were)."""
-        first = max(-(-start // WINDOW), self._windows - len(self._trail))
-        last = min(end // WINDOW, self._windows)  # the windows wholly before ``end``
+        first = max(-(-(start - self._origin) // WINDOW), self._windows - len(self._trail))
+        last = min((end - self._origin) // WINDOW, self._windows)  # wholly before ``end``
         if last <= first:
             return end
         trail = np.fromiter(self._trail, dtype=np.float32)
         offset = self._windows - len(self._trail)
-        return best_pause(trail[first - offset : last - offset], first)
+        return best_pause(trail[first - offset : last - offset], first) + self._origin
