@@ -71,7 +71,7 @@ def parse_request(
                 code="invalid_encoding",
             )
     given = _Fields(fields)
-    model = catalog.resolve(given.get("model"))
+    model = catalog.resolve(given.get("model"), languages=languages)
     fmt = _response_format(given.get("response_format"))
     diarization = _diarization(fmt, task, given)  # a translation's format before its model
     _check_task(task, model)
@@ -313,7 +313,7 @@ def _language(value: str | None, model: ModelInfo, rule: LanguageRule, task: Tas
             code="unsupported_language",
         )
     if code is None and task is not Task.DETECT:
-        code = rule.default or (rule.allowed[0] if len(rule.allowed) == 1 else None)
+        code = rule.assumed
     if not model.multilingual and code not in (None, "en"):
         key = "" if value else f" (the language of this API key's requests is '{code}')"
         raise InvalidRequest(

@@ -142,6 +142,29 @@ def test_a_live_session_takes_the_key_default_and_refuses_other_languages() -> N
     assert live_config.updated(start, french, SERVED, rule).options.language == "fr"
 
 
+def test_a_key_never_speaking_english_gets_a_multilingual_model_by_default() -> None:
+    """The default model English-only, base served beside it. Before, a German-French key
+    could not open a live session at all (the session's first settings were refused), and
+    ``whisper-1`` was refused on every route."""
+    english_first = Catalog.of([ENGLISH, BASE])
+    start = live_config.default_config(english_first, GERMAN_FRENCH)
+    assert (start.options.model, start.options.languages) == ("base", ("de", "fr"))
+    update = {"input_audio_transcription": {"model": "whisper-1", "language": "fr"}}
+    updated = live_config.updated(start, update, english_first, GERMAN_FRENCH)
+    assert (updated.options.model, updated.options.language) == ("base", "fr")
+    for rule, model in [
+        (GERMAN_FRENCH, "base"),
+        (LanguageRule((), "de"), "base"),  # any language, German assumed
+        (LanguageRule(("en", "de")), "tiny.en"),  # English allowed, none assumed
+        (ANY_LANGUAGE, "tiny.en"),
+    ]:
+        request = parse_request({"model": ["whisper-1"]}, english_first, languages=rule)
+        assert request.options.model == model, rule
+    with pytest.raises(InvalidRequest) as caught:  # no multilingual model: says why
+        live_config.default_config(Catalog.of([ENGLISH]), GERMAN_FRENCH)
+    assert (caught.value.code, caught.value.param) == ("unsupported_language", "model")
+
+
 def test_model_cards_show_the_key_languages_for_each_model() -> None:
     assert languages_for(BASE, ANY_LANGUAGE) == {
         "allowed_languages": None,

@@ -2,7 +2,8 @@
 
 Known before (or without) loading any model, so an API node that runs no inference still
 validates requests. The first model is the default, which ``whisper-1`` (the name OpenAI's
-clients send) and an omitted ``model`` mean.
+clients send) and an omitted ``model`` mean; for an API key whose requests are never English,
+they mean the first multilingual model when the default is English-only.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from asrserve.engine.base import ModelInfo
+from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
 
 OPENAI_ALIAS = "whisper-1"
@@ -42,15 +44,26 @@ class Catalog:
     def __iter__(self) -> Iterator[ModelInfo]:
         return iter(self.models)
 
-    def get(self, name: str | None) -> ModelInfo | None:
-        """The model ``name`` means (None, "" and ``whisper-1``: the default), or None."""
-        if not name or name == OPENAI_ALIAS:
+    def default_for(self, languages: LanguageRule) -> ModelInfo:
+        """The model a request that names none means for a key with ``languages``: the
+        default, or where it is English-only and the key's requests are not English, the
+        first multilingual model served (the default if none is: validation says why)."""
+        if self.default.multilingual or languages.english_only_serves:
             return self.default
+        return next((model for model in self.models if model.multilingual), self.default)
+
+    def get(self, name: str | None, languages: LanguageRule = ANY_LANGUAGE) -> ModelInfo | None:
+        """The model ``name`` means (None, "" and ``whisper-1``: :meth:`default_for` the
+        key's ``languages``), or None."""
+        if not name or name == OPENAI_ALIAS:
+            return self.default_for(languages)
         return next((model for model in self.models if model.id == name), None)
 
-    def resolve(self, name: str | None, param: str = "model") -> ModelInfo:
+    def resolve(
+        self, name: str | None, param: str = "model", languages: LanguageRule = ANY_LANGUAGE
+    ) -> ModelInfo:
         """:meth:`get`, or :class:`InvalidRequest` ``model_not_found`` naming what is served."""
-        model = self.get(name)
+        model = self.get(name, languages)
         if model is None:
             served = ", ".join(f"'{i}'" for i in [*self.ids, OPENAI_ALIAS])
             raise InvalidRequest(

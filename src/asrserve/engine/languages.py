@@ -148,6 +148,18 @@ class LanguageRule:
     def permits(self, code: str) -> bool:
         return not self.allowed or code in self.allowed
 
+    @property
+    def assumed(self) -> str | None:
+        """The language of a request that names none: the default, or the only allowed
+        one; None: detected."""
+        return self.default or (self.allowed[0] if len(self.allowed) == 1 else None)
+
+    @property
+    def english_only_serves(self) -> bool:
+        """Whether an English-only model can serve this key's requests that name no
+        language: English is allowed, and no other language is assumed."""
+        return self.permits("en") and self.assumed in (None, "en")
+
     def view(self) -> str:
         """As ``keys list`` shows it: the codes, or ``any``."""
         return ",".join(self.allowed) or "any"

@@ -157,7 +157,7 @@ def transcription(
         for name in ("model", "language", "prompt")
         if value.get(name) is not None
     }
-    model = catalog.resolve(fields.get("model", [None])[-1])
+    model = catalog.resolve(fields.get("model", [None])[-1], languages=languages)
     if task is Task.TRANSLATE and not model.multilingual:
         raise InvalidRequest(
             f"model '{model.id}' is English-only and cannot translate; use a multilingual model",
