@@ -4,7 +4,9 @@ one whose extra is missing is still listed and says what to install."""
 from __future__ import annotations
 
 import argparse
+import os
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +50,36 @@ def test_main_answers_a_missing_tool_whatever_its_arguments(
     monkeypatch.setattr("asrserve.cli.main.tool_commands", lambda: tool_commands([absent]))
     assert main(["bench", "--policies", "greedy", "--json", "x.json"]) == 2
     assert "pip install 'asrserve[bench]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["serve"], ["keys", "list"]])
+def test_a_bad_secret_setting_is_named_without_its_value(
+    command: list[str], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Before, pydantic's message carried the value (input_value='...') to the log."""
+    monkeypatch.setenv("ASRSERVE_API_KEY", "asr_short-but-secret")
+    umask = os.umask(0o022)  # main sets the data dir's umask: this process's is put back
+    try:
+        assert main(command) == 2
+    finally:
+        os.umask(umask)
+    err = capfd.readouterr().err
+    assert err == (
+        "asrserve: invalid setting: ASRSERVE_API_KEY (api_key): String should have at least"
+        " 32 characters\n"
+    )
+
+
+def test_keys_create_keeps_the_environment_keys_names(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A key made by hand as `env` would be revoked by the next start without
+    ASRSERVE_API_KEY: the name is refused, and the store stays empty."""
+    umask = os.umask(0o022)
+    try:
+        assert main(["keys", "create", "--name", "env", "--data-dir", str(tmp_path)]) == 2
+        assert "kept for the key ASRSERVE_API_KEY gives" in capfd.readouterr().err
+        assert main(["keys", "list", "--data-dir", str(tmp_path)]) == 0
+    finally:
+        os.umask(umask)
+    assert capfd.readouterr().out.count("\n") == 1  # the header alone

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from asrserve.auth.env_keys import EnvKey, RevokedEnvKey, UnreadableEnvKey, env_keys, install
+from asrserve.auth.env_keys import (
+    EnvKey,
+    ReusedEnvKey,
+    RevokedEnvKey,
+    UnreadableEnvKey,
+    env_keys,
+    install,
+)
 from asrserve.auth.keys import DuplicateName, KeyStore, hash_secret, new_key
 from asrserve.auth.redis import RedisKeyStore
 from asrserve.auth.sqlite import SqliteKeyStore
@@ -71,20 +78,41 @@ class KeyStoreContract:
     ) -> None:
         tenant = EnvKey("env", "asr_" + "t" * 40, admin=False)
         admin = EnvKey("env-admin", "asr_" + "a" * 40, admin=True)
-        assert run(install(keys, [tenant, admin])) == ["env", "env-admin"]
+        assert run(install(keys, [tenant, admin])) == (["env", "env-admin"], [])
         stored = run(keys.find(hash_secret(tenant.secret)))
         assert stored is not None and stored.name == "env" and not stored.admin
         found_admin = run(keys.find(hash_secret(admin.secret)))
         assert found_admin is not None and found_admin.admin
-        assert run(install(keys, [tenant, admin])) == []  # a restart changes nothing
+        assert run(install(keys, [tenant, admin])) == ([], [])  # a restart changes nothing
         assert len(run(keys.all())) == 2
         rotated = EnvKey("env", "asr_" + "r" * 40, admin=False)
-        assert run(install(keys, [rotated])) == ["env"]
+        assert run(install(keys, [rotated, admin])) == (["env"], [])
         old = run(keys.find(hash_secret(tenant.secret)))
         assert old is not None and old.revoked_at is not None  # the old secret stops working
         assert {k.name for k in run(keys.active())} == {"env", "env-admin"}
         with pytest.raises(RevokedEnvKey, match=old.id):
             run(install(keys, [tenant]))  # a revoked secret is not brought back
+
+    def test_an_env_key_whose_setting_is_removed_is_revoked(self, keys: KeyStore, run: Run) -> None:
+        """Before, unsetting ASRSERVE_API_KEY left its key working for good."""
+        tenant = EnvKey("env", "asr_" + "t" * 40, admin=False)
+        admin = EnvKey("env-admin", "asr_" + "a" * 40, admin=True)
+        _, other = new_key("ci")
+        run(keys.create(other))
+        run(install(keys, [tenant, admin]))
+        assert run(install(keys, [admin])) == ([], ["env"])
+        gone = run(keys.find(hash_secret(tenant.secret)))
+        assert gone is not None and gone.revoked_at is not None
+        assert {k.name for k in run(keys.active())} == {"env-admin", "ci"}  # others stay
+
+    def test_a_secret_that_is_another_keys_is_refused(self, keys: KeyStore, run: Run) -> None:
+        """Before, the admin secret set to a tenant key's was found stored and skipped:
+        the service started with no admin key and said nothing."""
+        secret, tenant = new_key("tenant")
+        run(keys.create(tenant))
+        with pytest.raises(ReusedEnvKey, match=tenant.id):
+            run(install(keys, [EnvKey("env-admin", secret, admin=True)]))
+        assert [k.name for k in run(keys.active())] == ["tenant"]
 
 
 # The key table and a key's record as the release before languages wrote them.
@@ -165,6 +193,9 @@ def test_env_keys_read_their_files_first(tmp_path: Path) -> None:
         EnvKey("env-admin", "asr_" + "a" * 40, admin=True),
     ]
     assert env_keys(Settings()) == []
+    same = Settings(api_key="asr_" + "s" * 40, admin_api_key="asr_" + "s" * 40)
+    with pytest.raises(ReusedEnvKey, match="the same secret"):
+        env_keys(same)
     tenant_file.write_text("short", encoding="utf-8")
     with pytest.raises(UnreadableEnvKey, match="shorter than 32"):
         env_keys(settings)

@@ -3,10 +3,13 @@
 Secret or an env file.
 
 ``serve`` installs them before it binds: each is stored under a fixed name, so a changed
-secret replaces the key of that name (the old secret stops working) and an unchanged one is
-left alone. Several API nodes starting at once may race to install the same secret; the
-loser finds it stored and goes on. A secret that was revoked stays revoked: restarting with
-it is refused, never a way round ``asrserve keys revoke``.
+secret replaces the key of that name (the old secret stops working), an unchanged one is
+left alone, and a setting removed revokes its key (the environment is where such a key
+lives: ``keys create`` refuses those names). Several API nodes starting at once may race to
+install the same secret; the loser finds it stored and goes on. A secret that was revoked
+stays revoked: restarting with it is refused, never a way round ``asrserve keys revoke``;
+so is a secret that is another key's (the admin secret set to the tenant's would give no
+admin key).
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ class UnreadableEnvKey(Exception):
     """A key file named by the settings cannot be read, or holds too short a secret."""
 
 
+class ReusedEnvKey(Exception):
+    """The environment carries a secret that is another key's."""
+
+
 @dataclass(frozen=True, slots=True)
 class EnvKey:
     name: str
@@ -34,6 +41,7 @@ class EnvKey:
 
 
 MIN_SECRET = 32  # characters: as hard to guess as the keys ``keys create`` makes
+ENV_NAMES = {"env": "ASRSERVE_API_KEY", "env-admin": "ASRSERVE_ADMIN_API_KEY"}
 
 
 def env_keys(settings: Settings) -> list[EnvKey]:
@@ -42,7 +50,13 @@ def env_keys(settings: Settings) -> list[EnvKey]:
         ("env", _secret(settings.api_key_file, settings.api_key), False),
         ("env-admin", _secret(settings.admin_api_key_file, settings.admin_api_key), True),
     ]
-    return [EnvKey(name, secret, admin) for name, secret, admin in wanted if secret]
+    keys = [EnvKey(name, secret, admin) for name, secret, admin in wanted if secret]
+    if len({key.secret for key in keys}) < len(keys):
+        raise ReusedEnvKey(
+            "ASRSERVE_ADMIN_API_KEY holds the same secret as ASRSERVE_API_KEY: an admin key"
+            " needs a secret of its own"
+        )
+    return keys
 
 
 def _secret(path: Path | None, value: str | None) -> str | None:
@@ -57,8 +71,15 @@ def _secret(path: Path | None, value: str | None) -> str | None:
     return secret
 
 
-async def install(store: KeyStore, keys: list[EnvKey]) -> list[str]:
-    """Store each key unless its secret is stored already; the names of those stored now."""
+async def install(store: KeyStore, keys: list[EnvKey]) -> tuple[list[str], list[str]]:
+    """Store each key unless its secret is stored already, and revoke the key of each
+    environment name no setting gives any more: the names stored now, and those revoked."""
+    given = {wanted.name for wanted in keys}
+    revoked = []
+    for older in await store.active():
+        if older.name in ENV_NAMES and older.name not in given:
+            await store.revoke(older.id)
+            revoked.append(older.name)
     installed = []
     for wanted in keys:
         if await _present(store, wanted):
@@ -74,16 +95,22 @@ async def install(store: KeyStore, keys: list[EnvKey]) -> list[str]:
                 raise
             continue
         installed.append(wanted.name)
-    return installed
+    return installed, revoked
 
 
 async def _present(store: KeyStore, wanted: EnvKey) -> bool:
     found = await store.find(hash_secret(wanted.secret))
     if found is None:
         return False
+    setting = ENV_NAMES[wanted.name]
     if found.revoked_at is not None:
         raise RevokedEnvKey(
-            f"the secret of {'ASRSERVE_ADMIN_API_KEY' if wanted.admin else 'ASRSERVE_API_KEY'}"
-            f" belongs to revoked key {found.id} ({found.name}): set a new one"
+            f"the secret of {setting} belongs to revoked key {found.id} ({found.name}):"
+            " set a new one"
+        )
+    if found.name != wanted.name:
+        raise ReusedEnvKey(
+            f"the secret of {setting} is the secret of key {found.id} ({found.name}):"
+            " set a secret of its own"
         )
     return True

@@ -14,7 +14,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from asrserve.auth.env_keys import RevokedEnvKey, UnreadableEnvKey, env_keys, install
+from asrserve.auth.env_keys import (
+    ENV_NAMES,
+    ReusedEnvKey,
+    RevokedEnvKey,
+    UnreadableEnvKey,
+    env_keys,
+    install,
+)
 from asrserve.auth.keys import DuplicateName, KeyStore, new_key
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.backends.sqlite import Database
@@ -62,17 +69,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def install_env_keys(settings: Settings) -> None:
-    """Store the keys the environment gives (env_keys.py); raise :class:`UnsafeStart` if one
-    of them was revoked or its file cannot be read."""
+    """Store the keys the environment gives and revoke those it no longer gives
+    (env_keys.py); raise :class:`UnsafeStart` if one of them was revoked, is another key's
+    or its file cannot be read."""
     try:
         wanted = env_keys(settings)
-        if not wanted:
-            return
-        installed = _with_store(settings, lambda store: install(store, wanted))
-    except (RevokedEnvKey, UnreadableEnvKey) as exc:
+        installed, revoked = _with_store(settings, lambda store: install(store, wanted))
+    except (RevokedEnvKey, ReusedEnvKey, UnreadableEnvKey) as exc:
         raise UnsafeStart(str(exc)) from None
     for name in installed:
         print(f"asrserve: stored the key '{name}' from the environment", file=sys.stderr)
+    for name in revoked:
+        print(f"asrserve: revoked the key '{name}': {ENV_NAMES[name]} is not set", file=sys.stderr)
 
 
 def refuse_unsafe_start(settings: Settings) -> None:
@@ -121,6 +129,13 @@ async def _call(command: Callable[[KeyStore], Awaitable[T]], settings: Settings)
 
 
 async def _create(store: KeyStore, args: argparse.Namespace) -> int:
+    if args.name in ENV_NAMES:
+        print(
+            f"asrserve: the name '{args.name}' is kept for the key {ENV_NAMES[args.name]}"
+            " gives: choose another",
+            file=sys.stderr,
+        )
+        return 2
     try:
         languages = LanguageRule.parse(args.languages, args.default_language)
     except ValueError as exc:

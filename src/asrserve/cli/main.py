@@ -19,7 +19,7 @@ from asrserve.cli.tools import Command, tool_commands
 from asrserve.engine.base import ModelNotFoundError
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
-from asrserve.settings import Settings, warn_renamed
+from asrserve.settings import Settings, explain, warn_renamed
 from asrserve.settings.table import flags
 
 # Flags of renamed settings (see settings.RENAMED), still accepted with a warning.
@@ -157,12 +157,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in tools:
         return tools[args.command].run(args)
     module = COMMAND_MODULES.get(args.command)
-    if module is not None:
-        return _run_module(module, args)
     try:
+        if module is not None:
+            return _run_module(module, args)
         settings = build_settings(args)
     except ValidationError as exc:
-        print(f"asrserve: invalid setting: {exc}", file=sys.stderr)
+        print(f"asrserve: invalid setting: {explain(exc)}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
     try:

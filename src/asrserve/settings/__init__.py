@@ -3,7 +3,14 @@
 from asrserve.settings.access import AccessSettings
 from asrserve.settings.admission import AdmissionSettings
 from asrserve.settings.batch_api import BatchApiSettings
-from asrserve.settings.core import GROUPS, LOOPBACK_HOSTS, RENAMED, Settings, warn_renamed
+from asrserve.settings.core import (
+    GROUPS,
+    LOOPBACK_HOSTS,
+    RENAMED,
+    Settings,
+    explain,
+    warn_renamed,
+)
 from asrserve.settings.distributed import DistributedSettings
 from asrserve.settings.engine import EngineSettings
 from asrserve.settings.fields import ENV_PREFIX, MIB, AuthMode, EncoderWindow
@@ -34,5 +41,6 @@ __all__ = [
     "Settings",
     "StorageSettings",
     "WebhookSettings",
+    "explain",
     "warn_renamed",
 ]

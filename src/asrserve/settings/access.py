@@ -23,7 +23,7 @@ class AccessSettings(BaseModel):
         min_length=32,
         description="A tenant key's secret (32+ characters) from the environment (a"
         " container's Secret), stored hashed at `serve` start as the key named `env`; a new"
-        " value rotates it.",
+        " value rotates it, and unset it revokes that key.",
     )
     admin_api_key: str | None = Field(
         None,

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -59,6 +59,16 @@ RENAMED = {
     "max_queued_batch_requests": "batch_api_max_queued_requests",
     "batch_prefetch_jobs": "batch_api_prefetch_jobs",
 }
+
+
+def explain(exc: ValidationError) -> str:
+    """What is wrong with the settings, one line per field, without the values given (a
+    secret set too short must not reach a log)."""
+    lines = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(part) for part in error["loc"]) or "settings"
+        lines.append(f"{ENV_PREFIX}{where.upper()} ({where}): {error['msg']}")
+    return "; ".join(lines)
 
 
 def warn_renamed(old: str, new: str) -> None:
