@@ -263,6 +263,8 @@ def compose_stack(image: str, redis_image: str, work: Path) -> None:
         for service in ("api", "worker", "redis"):
             for name in stack.containers(service):
                 podman("rm", "--force", name)
+    left = [name for service in ("api", "worker", "redis") for name in stack.containers(service)]
+    check(not left, f"nothing of the stack is left running: {left}")  # after a passing run
 
 
 def run_stack(stack: Stack, audio: bytes) -> None:
