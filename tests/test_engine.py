@@ -7,13 +7,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from asrserve.audio.features import prepare
 from asrserve.bench.corpus import Clip
 from asrserve.bench.wer import wer
+from asrserve.engine import pipeline
 from asrserve.engine.base import Engine
+from asrserve.engine.whisper import FasterWhisperEngine
 from asrserve.inference.direct import transcribe_prepared
 from asrserve.jobs.models import TranscriptionOptions
 
@@ -98,3 +101,45 @@ def test_an_unloaded_model_gives_its_memory_back() -> None:
     assert done.returncode == 0, done.stderr
     rss = json.loads(done.stdout.strip().splitlines()[-1])
     assert rss["unloaded"] < rss["loaded"] - rss["weights"] / 3, rss
+
+
+class _Counting:
+    """The CTranslate2 model, its generate calls' sizes noted."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.sizes = model, list[int]()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def generate(self, features: Any, prompts: list[list[int]], **kwargs: Any) -> Any:
+        self.sizes.append(len(prompts))
+        return self.model.generate(features, prompts, **kwargs)
+
+
+def test_logprob_windows_go_in_groups_under_the_pass_budget(
+    engine: Engine, corpus: list[Clip], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With logprobs every step's logits over the vocabulary come back for each window of a
+    generate call: a batch is decoded in groups that hold at most LOGPROBS_PASS_BYTES, and
+    its text and logprobs are those of the batch decoded whole."""
+    assert isinstance(engine, FasterWhisperEngine)
+    chunks = [chunk for clip in corpus[:8] for chunk in engine_chunks(engine, clip)][:5]
+    assert len(chunks) == 5
+    options = TranscriptionOptions(beam_size=1, logprobs=True)
+    assert pipeline.logprobs_group(448) == 2  # the default budget: two of the longest
+    counting = _Counting(engine._pipeline.model.model)
+    monkeypatch.setattr(engine._pipeline.model, "model", counting)
+    monkeypatch.setattr(pipeline, "LOGPROBS_PASS_BYTES", 10**12)
+    whole = engine.transcribe_batch(chunks, options)
+    monkeypatch.setattr(pipeline, "LOGPROBS_PASS_BYTES", 2 * 448 * pipeline.VOCABULARY * 4)
+    grouped = engine.transcribe_batch(chunks, options)
+    assert counting.sizes == [5, 2, 2, 1]
+    assert [[(s.text, s.logprobs) for s in w] for w in grouped] == [
+        [(s.text, s.logprobs) for s in w] for w in whole
+    ]
+    assert all(s.logprobs for w in grouped for s in w if s.text.strip())
+
+
+def engine_chunks(engine: Engine, clip: Clip) -> list[Any]:
+    return list(prepare(clip.path, engine, max_seconds=3600, vad=True).chunks)

@@ -31,7 +31,8 @@ def test_each_chosen_token_gets_the_log_softmax_of_its_step() -> None:
         float(np.log(np.exp(row[t]) / np.exp(row).sum()))
         for row, t in zip(logits.astype(np.float64), tokens, strict=False)
     ]
-    assert chosen_logprobs(logits, tokens) == pytest.approx(expected, abs=1e-9)
+    assert chosen_logprobs(logits, tokens) == pytest.approx(expected, abs=1e-5)  # float32
+    assert chosen_logprobs(list(logits), tokens) == chosen_logprobs(logits, tokens)  # by row
     assert all(value <= 0 for value in chosen_logprobs(logits, tokens))
     with pytest.raises(ValueError, match="2 steps of logits for 3 tokens"):
         chosen_logprobs(logits[:2], tokens)

@@ -38,6 +38,7 @@ class Case:
     path: Path
     copies: int = 1
     run_s: float | None = None  # cancel after this long (speech); None: until done
+    fields: tuple[tuple[str, str], ...] = ()  # the job's form fields besides its file
 
 
 def _flac(path: Path, blocks: Any, rate: int = 16_000) -> Path:
@@ -79,7 +80,11 @@ def build_cases(folder: Path) -> list[Case]:
     clips = build_corpus(Path(".corpus") / "bench", n_clips=24, long_clip_seconds=0.0)
     speech = _flac(folder / "speech.flac", _speech(clips, seconds))
     short = _flac(folder / "speech_10min.flac", _speech(clips, 600))
+    eight = _flac(folder / "speech_8min.flac", _speech(clips, 480))
+    logprobs = (("include[]", "logprobs"),)
     return [
+        Case("8 min of speech, FLAC, whole", eight),
+        Case("8 min of speech, FLAC, whole, include[]=logprobs", eight, fields=logprobs),
         Case(f"{HOURS} h at 1 Hz, WAV ({slow.stat().st_size // 1024} KiB)", slow),
         Case(f"{HOURS} h of silence, FLAC ({silence.stat().st_size // 1024} KiB)", silence),
         Case(f"4 x {HOURS} h of silence at once", silence, copies=4),
@@ -88,9 +93,11 @@ def build_cases(folder: Path) -> list[Case]:
     ]
 
 
-def _submit(url: str, path: Path) -> str:
-    with path.open("rb") as handle:
-        response = httpx.post(f"{url}/v1/jobs", files={"file": handle}, timeout=600)
+def _submit(url: str, case: Case) -> str:
+    with case.path.open("rb") as handle:
+        response = httpx.post(
+            f"{url}/v1/jobs", files={"file": handle}, data=dict(case.fields), timeout=600
+        )
     response.raise_for_status()
     job_id: str = response.json()["id"]
     return job_id
@@ -118,7 +125,7 @@ def measure(case: Case, data_dir: Path) -> dict[str, Any]:
         start = time.monotonic()
         sampler = RssSampler(server.proc.pid, 0.1, start)
         with sampler, ThreadPoolExecutor(case.copies) as pool:
-            ids = list(pool.map(lambda _: _submit(server.url, case.path), range(case.copies)))
+            ids = list(pool.map(lambda _: _submit(server.url, case), range(case.copies)))
             until = None if case.run_s is None else time.monotonic() + case.run_s
             outcomes = list(pool.map(lambda job: _wait(server.url, job, until), ids))
         return {

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import codecs
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,16 +23,20 @@ TokenBytes = Callable[[int], bytes]
 """A token id's bytes (for a byte-level BPE vocabulary such as Whisper's)."""
 
 
-def chosen_logprobs(logits: np.ndarray, tokens: Sequence[int]) -> list[float]:
-    """Each chosen token's log probability: ``logits`` is one row a step (the steps after
-    the prompt; a last row for the end-of-text step may follow), over the vocabulary."""
-    if logits.shape[0] < len(tokens):
-        raise ValueError(f"{logits.shape[0]} steps of logits for {len(tokens)} tokens")
-    steps = logits[: len(tokens)].astype(np.float64)
-    peak = steps.max(axis=1)
-    norm = peak + np.log(np.exp(steps - peak[:, None]).sum(axis=1))
-    picked = steps[np.arange(len(tokens)), np.asarray(tokens, dtype=np.int64)]
-    return [float(value) for value in picked - norm]
+def chosen_logprobs(logits: Iterable[Any], tokens: Sequence[int]) -> list[float]:
+    """Each chosen token's log probability: ``logits`` gives one row a step (the steps after
+    the prompt; a last row for the end-of-text step may follow), over the vocabulary, each
+    anything NumPy reads as an array. A step at a time, in float32: the work memory is one
+    row, never a copy of every step's (a window's steps are ~45 MB of float32)."""
+    chosen = []
+    for step, token in zip(logits, tokens, strict=False):
+        row = np.asarray(step, dtype=np.float32).reshape(-1)
+        peak = row.max()
+        norm = peak + np.log(np.exp(row - peak).sum(dtype=np.float32))
+        chosen.append(float(row[token] - norm))
+    if len(chosen) < len(tokens):
+        raise ValueError(f"{len(chosen)} steps of logits for {len(tokens)} tokens")
+    return chosen
 
 
 @functools.cache

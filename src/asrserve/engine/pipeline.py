@@ -9,6 +9,7 @@ before it, so items of one batch need different prompts.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from math import ceil
 from typing import Any
@@ -24,6 +25,10 @@ from asrserve.engine.logprobs import chosen_logprobs
 # stops there instead of running to the model's 448-token limit, which on a 5 s window
 # cost 15-25 times a normal decode. A full 30 s window keeps the model's limit.
 TOKENS_PER_SECOND = 15
+VOCABULARY = 51_866  # Whisper's largest vocabulary (large-v3's)
+# Vocabulary-wide logits one generate call may hand back when logprobs are asked (2 windows
+# at the longest decode): the worst case of an ``include[]=logprobs`` pass, whatever its batch
+LOGPROBS_PASS_BYTES = 192 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -133,40 +138,29 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             )
             for prev in previous
         ]
-        encoder_output = model.encode(features)
-        self._encoded = encoder_output
-        if options.multilingual:
-            detected = model.model.detect_language(encoder_output)
-            position = prompts[0].index(tokenizer.language)
-            for prompt, langs in zip(prompts, detected, strict=True):
-                prompt[len(prompt) - len(prompts[0]) + position] = tokenizer.tokenizer.token_to_id(
-                    langs[0][0]
-                )
         prompt_length = max(map(len, prompts))
         max_length = token_limit(prompt_length, features.shape[-1], model.max_length)
-        results = model.model.generate(
-            encoder_output,
-            prompts,
-            length_penalty=options.length_penalty,
-            max_length=max_length,
-            suppress_blank=options.suppress_blank,
-            suppress_tokens=list(options.suppress_tokens),
-            return_scores=True,
-            return_no_speech_prob=True,
-            return_logits_vocab=options.logprobs,
-            repetition_penalty=options.repetition_penalty,
-            no_repeat_ngram_size=options.no_repeat_ngram_size,
-            **search(options),
-        )
+        group = features.shape[0]
+        if options.logprobs and not options.word_timestamps:  # words align the whole batch
+            # each window's every step's logits are held until its call ends
+            group = logprobs_group(max_length)
+        results: list[Any] = []
+        for start in range(0, features.shape[0], group):
+            part = features if group >= features.shape[0] else features[start : start + group]
+            encoder_output = model.encode(part)
+            self._encoded = encoder_output
+            results += self._generate(
+                encoder_output, prompts[start : start + group], tokenizer, max_length, options
+            )
         output = []
         self.finished = []
         self.truncated = []
         self.logprobs = []
-        for result in results:
+        for index, result in enumerate(results):
             tokens = result.sequences_ids[0]
             if options.logprobs:  # the steps of the hypothesis kept (the first)
-                chosen = chosen_logprobs(_rows(result.logits[0]), tokens)
-                self.logprobs.append((list(tokens), chosen))
+                self.logprobs.append((list(tokens), chosen_logprobs(_steps(result), tokens)))
+                results[index] = None  # its logits (~45 MB a window) go now, not at the end
             self.finished.append(
                 len(tokens) >= 2 and tokens[-2] < tokenizer.timestamp_begin <= tokens[-1]
             )
@@ -181,13 +175,56 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             )
         return encoder_output, output
 
+    def _generate(
+        self,
+        encoder_output: Any,
+        prompts: list[list[int]],
+        tokenizer: Any,
+        max_length: int,
+        options: DecodeOptions,
+    ) -> list[Any]:
+        """One generate call: the windows' prompts (their language, detected, set in them
+        first on a multilingual model)."""
+        model = self.model
+        if options.multilingual:
+            detected = model.model.detect_language(encoder_output)
+            position = prompts[0].index(tokenizer.language)
+            for prompt, langs in zip(prompts, detected, strict=True):
+                prompt[len(prompt) - len(prompts[0]) + position] = tokenizer.tokenizer.token_to_id(
+                    langs[0][0]
+                )
+        results: list[Any] = model.model.generate(
+            encoder_output,
+            prompts,
+            length_penalty=options.length_penalty,
+            max_length=max_length,
+            suppress_blank=options.suppress_blank,
+            suppress_tokens=list(options.suppress_tokens),
+            return_scores=True,
+            return_no_speech_prob=True,
+            return_logits_vocab=options.logprobs,
+            repetition_penalty=options.repetition_penalty,
+            no_repeat_ngram_size=options.no_repeat_ngram_size,
+            **search(options),
+        )
+        return results
 
-def _rows(steps: list[Any]) -> np.ndarray:
-    """A decode's per-step logits (CTranslate2 ``StorageView`` rows, on any device) as one
-    array, a row a step."""
+
+def logprobs_group(max_length: int) -> int:
+    """Windows in one generate call when their logprobs are asked: CTranslate2 hands back
+    every step's logits over the vocabulary for each window of the call (``max_length``
+    steps of :data:`VOCABULARY` float32 at most: 93 MB a window at 448), so they go in
+    groups that hold at most :data:`LOGPROBS_PASS_BYTES` between them."""
+    return max(1, LOGPROBS_PASS_BYTES // (max_length * VOCABULARY * 4))
+
+
+def _steps(result: Any) -> Iterator[Any]:
+    """A decode's per-step logits (CTranslate2 ``StorageView`` rows, on any device), a row
+    at a time (off the GPU one by one)."""
     import ctranslate2
 
+    steps = result.logits[0]
     if not steps or not list(steps[0].shape):
         raise ValueError("the decode gave no logits: a beam search (beam_size > 1) gives none")
-    cpu = [s if s.device == "cpu" else s.to_device(ctranslate2.Device.cpu) for s in steps]
-    return np.stack([np.asarray(s, dtype=np.float32).reshape(-1) for s in cpu])
+    for step in steps:
+        yield step if step.device == "cpu" else step.to_device(ctranslate2.Device.cpu)
