@@ -27,6 +27,10 @@ MIN_PAUSE_S = 0.3
 """A shorter gap between two words is not a pause to break at."""
 FORCED_PAUSE_S = 2.0
 """A gap this long between two words always ends a cue."""
+KARAOKE_MAX_WORDS = 24
+"""Words in a ``highlight_words`` cue at most: such a cue is written once per word, so its
+size grows with the square of its words (with the widest limits, a cue of 300 words made
+~3 KB of output per word of the transcript)."""
 SENTENCE_END = frozenset(".?!。？！")
 CLAUSE_END = frozenset(",;:，、；：")
 _CLOSERS = "\"')]}»”’"
@@ -160,8 +164,11 @@ def cues(transcript: Transcript, limits: CueLimits) -> list[Cue]:
 
 def _fill(words: Sequence[TimedWord], first: int, limits: CueLimits) -> int:
     """The last word of the longest cue from ``first`` within the limits (at least one word).
-    Its lines are wrapped as :func:`wrap` does, a word at a time."""
+    Its lines are wrapped as :func:`wrap` does, a word at a time. A karaoke cue is written
+    once for each of its words: it holds at most :data:`KARAOKE_MAX_WORDS`."""
     width, most = limits.max_line_width, limits.max_words_per_cue
+    if limits.highlight_words:
+        most = min(most or KARAOKE_MAX_WORDS, KARAOKE_MAX_WORDS)
     lines, line = 1, len(words[first].shown.lstrip())
     last = first
     while last + 1 < len(words) and not _forced(words, last):

@@ -3,6 +3,7 @@ without the model."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -18,7 +19,7 @@ from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat, WhisperOutput, render, render_whisper, to_srt, to_vtt
 from asrserve.jobs.models import Job, JobStatus
 from asrserve.requests import parse_cue_limits, parse_request
-from asrserve.subtitles import Cue, CueLimits, cues, timed_texts
+from asrserve.subtitles import KARAOKE_MAX_WORDS, Cue, CueLimits, cues, timed_texts
 from asrserve.transcript import Segment, Transcript, Word
 from tests.support.subtitles import check_cues, parse_srt, parse_vtt
 
@@ -160,6 +161,19 @@ def test_karaoke_vtt_underlines_each_word_in_its_time() -> None:
     cues_shown = parse_vtt(vtt)
     check_cues(cues_shown, transcript.duration)
     assert {re.sub("</?u>", "", c.text) for c in cues_shown} == {"Hello big world."}
+
+
+def test_a_karaoke_cue_holds_a_bounded_number_of_words() -> None:
+    """With the widest limits a cue took ~300 words and was written once per word: output
+    grew with the square of the cue (~3 KB per word of the transcript). A karaoke cue holds
+    at most KARAOKE_MAX_WORDS; the same limits without karaoke keep their wide cues."""
+    transcript = spoken(" ".join(["word"] * 600), step=0.05)  # no pause, 30 s
+    wide = CueLimits(max_line_width=200, max_line_count=10, max_cue_seconds=60.0)
+    karaoke = dataclasses.replace(wide, highlight_words=True)
+    assert max(len(cue.words) for cue in cues(transcript, karaoke)) == KARAOKE_MAX_WORDS
+    assert max(len(cue.words) for cue in cues(transcript, wide)) > 300
+    vtt = to_vtt(transcript, karaoke)
+    assert len(vtt) / 600 < 2 * KARAOKE_MAX_WORDS * len(" word") + 100  # bytes per word
 
 
 def test_segments_without_words_are_split_by_character_share() -> None:

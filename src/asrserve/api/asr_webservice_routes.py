@@ -97,7 +97,8 @@ async def asr(
     elif min_speakers is not None or max_speakers is not None:
         raise InvalidRequest("min_speakers and max_speakers need diarize=true", param="diarize")
     job = await _run(request, ctx, principal, fields, Task(task), encode=encode)
-    body = render_whisper(finished_transcript(job, FILE_FIELD), output, cues)
+    transcript = finished_transcript(job, FILE_FIELD)
+    body = await ctx.renders.run(lambda: render_whisper(transcript, output, cues).encode())
     name = quote(job.filename or "audio")
     disposition = f'attachment; filename="{name}.{output.value}"'
     return PlainTextResponse(body, headers={**ENGINE, "Content-Disposition": disposition})

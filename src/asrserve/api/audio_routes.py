@@ -126,7 +126,9 @@ async def _answer(request: Request, ctx: ApiContext, principal: Principal, task:
     if parsed.stream:
         return await stream_interactive(ctx, job_id, upload, parsed, principal)
     done = await run_interactive(request, ctx, job_id, upload, parsed, principal)
-    return transcript_response(done, parsed.response_format, words=parsed.words, cues=parsed.cues)
+    return await transcript_response(
+        ctx.renders, done, parsed.response_format, words=parsed.words, cues=parsed.cues
+    )
 
 
 @router.post("/audio/transcriptions", openapi_extra=transcription_form(sync=True))

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import Request
 
+from asrserve.api.responses import Renders
 from asrserve.api.uploads import UploadGate
 from asrserve.api.waits import WaitGate
 from asrserve.auth.principal import OPEN, Principal
@@ -28,6 +29,7 @@ class ApiContext:
     metrics: Metrics = field(default_factory=Metrics)
     uploads: UploadGate = field(default_factory=UploadGate)  # uploads being received
     waits: WaitGate = field(default_factory=WaitGate)  # event streams and long polls open
+    renders: Renders = field(default_factory=Renders)  # transcripts rendered, off the loop
     catalog: Catalog | None = None  # the served models, set once they are loaded
     scheduler_view: Callable[[], Awaitable[dict[str, Any]]] = field(default=lambda: _empty())
     # raises when the broker is unreachable (embedded: never)

@@ -111,7 +111,8 @@ async def get_transcript(
     subtitles = format in (ResponseFormat.SRT, ResponseFormat.VTT)
     cues = parse_cue_limits(shaping, subtitles, needs="format srt or vtt")
     job = _found(await ctx.service.store.get(job_id), job_id, principal)
-    return transcript_response(job, format, words=job.options.word_timestamps, cues=cues)
+    words = job.options.word_timestamps
+    return await transcript_response(ctx.renders, job, format, words=words, cues=cues)
 
 
 @router.delete("/{job_id}")
