@@ -6,6 +6,9 @@ again while the other tenant attacks with every item of the second hostile revie
 - ``webhooks``: those jobs call back a receiver that trickles a byte every 8 s;
 - ``events``: an event stream held open on each of its jobs, up to its share;
 - ``live``: its share of live sessions, held silent until the idle timeout, reopened;
+- ``speech``: two live sessions without turn detection, speech streamed into each at real
+  time and committed every 25 s, so each asks for an interim decode of its whole open turn
+  every second (issue 42's finding: 14.5× an honest key's p95);
 - ``batches``: files of 8 MiB of blank lines and one request, batched over and over, and
   2000-line batches created and cancelled;
 - ``tags``: MP3s behind 135 MB of cover pictures (refused by the probe, 413).
@@ -17,7 +20,9 @@ and what each attack was answered (status counts): a test would time it, this me
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import itertools
 import json
 import multiprocessing
 import struct
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
 from asrserve.cli.server_process import ServerProcess, free_port
@@ -43,7 +49,11 @@ TRICKLE_S = 8.0  # the slow receiver's pace: a byte this often
 IDLE_S = 10.0  # the server's live idle timeout in this scenario
 EVENT_STREAMS = 8  # held open at once
 LIVE_SESSIONS = 16  # at once: a quarter of the default ASRSERVE_LIVE_MAX_SESSIONS
-ATTACKS = ("flood", "events", "live", "batches", "tags")  # flood's jobs call the trickle back
+SPEAKING_SESSIONS = 2  # streaming speech at once
+COMMIT_S = 25.0  # a speaking session commits its buffer this often (under the 29 s limit)
+FRAME_S = 0.1  # audio sent per append
+# flood's jobs call the trickle back
+ATTACKS = ("flood", "events", "live", "speech", "batches", "tags")
 
 
 def with_pictures(mp3: bytes, pictures: int, picture_bytes: int) -> bytes:
@@ -86,6 +96,7 @@ class Attacker:
             self.flood,
             *[self.events] * EVENT_STREAMS,
             *[self.live] * LIVE_SESSIONS,
+            *[self.speech] * SPEAKING_SESSIONS,
             self.batches,
             self.tags,
         ]
@@ -139,6 +150,41 @@ class Attacker:
                 if event["type"] == "error":
                     self.answers[f"live {event['error']['code']}"] += 1
         await asyncio.sleep(0.1)  # then open the next: a reconnect pace, not a wait on state
+
+    async def speech(self, client: httpx.AsyncClient) -> None:
+        """A session without turn detection, the corpus spoken into it at real time (16 kHz
+        PCM), its buffer committed every COMMIT_S."""
+        from websockets.asyncio.client import connect
+
+        url = self.url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+        pcm = _speech_pcm(self.files)
+        step = int(16_000 * FRAME_S) * 2
+        audio_input = {"format": {"type": "audio/pcm", "rate": 16_000}, "turn_detection": None}
+        update = {"type": "transcription", "audio": {"input": audio_input}}
+        async with connect(url, additional_headers=self.headers, max_queue=None) as ws:
+            await ws.send(json.dumps({"type": "session.update", "session": update}))
+            reading = asyncio.create_task(self._read_live(ws))
+            started, sent, committed = time.monotonic(), 0.0, 0.0
+            try:
+                for at in itertools.cycle(range(0, len(pcm) - step, step)):
+                    chunk = base64.b64encode(pcm[at : at + step]).decode()
+                    await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                    sent += FRAME_S
+                    if sent - committed >= COMMIT_S:
+                        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+                        committed = sent
+                    await asyncio.sleep(max(0.0, started + sent - time.monotonic()))  # real time
+            finally:
+                reading.cancel()
+
+    async def _read_live(self, ws: Any) -> None:
+        async for message in ws:
+            event = json.loads(message)
+            kind = event["type"]
+            if kind == "error":
+                self.answers[f"speech {event['error']['code']}"] += 1
+            elif kind.endswith("transcription.completed"):
+                self.answers["speech turns completed"] += 1
 
     async def batches(self, client: httpx.AsyncClient) -> None:
         audio = self.files[0]
@@ -195,6 +241,15 @@ class Trickle:
                 writer.write(b".")
                 await writer.drain()
                 await asyncio.sleep(TRICKLE_S)  # the receiver's own slowness: what it attacks
+
+
+def _speech_pcm(files: Sequence[AudioFile]) -> bytes:
+    """The files' speech, one after another, as 16 kHz 16-bit PCM."""
+    from asrserve.audio.decode import decode
+
+    samples = np.concatenate([decode(f.path, 3600.0) for f in files])
+    pcm: bytes = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    return pcm
 
 
 def _silent_mp3() -> bytes:
