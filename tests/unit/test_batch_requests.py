@@ -332,4 +332,4 @@ def test_a_lone_surrogate_in_a_key_is_named_by_its_escape() -> None:
         parse(data)
     (error,) = caught.value.errors
     assert (error.code, error.param, error.line) == ("invalid_encoding", "body.\\ud800x", 1)
-    assert error.param.encode("utf-8") == b"body.\\ud800x"
+    assert error.param is not None and error.param.encode("utf-8") == b"body.\\ud800x"
