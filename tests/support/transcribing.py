@@ -35,11 +35,11 @@ def transcribe_file(
         scheduler = Scheduler([Device.of("cpu:0", engine)], SchedulerConfig())
         original = scheduler.submit_chunks
 
-        def submit(*args: Any) -> Any:
+        def submit(*args: Any, **kwargs: Any) -> Any:
             events.append(("submitted", [round(chunk.offset, 3) for chunk in args[3]]))
-            return original(*args)
+            return original(*args, **kwargs)
 
-        scheduler.submit_chunks = submit  # type: ignore[method-assign,assignment]
+        scheduler.submit_chunks = submit  # type: ignore[method-assign]
         running = asyncio.create_task(scheduler.run())
         pool = PriorityPool(2)
         try:

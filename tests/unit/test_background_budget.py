@@ -29,6 +29,7 @@ class Item:
     key: str = "k"
     window: int = 3000
     cost_key: str | None = None
+    tenant: str = ""
 
 
 def greedy(budget: float = 4.0, reserve: int = 0) -> Policy:

@@ -106,6 +106,7 @@ class Item:
     key: str = "k"
     window: int = 3000
     cost_key: tuple[str, float] | None = KEY
+    tenant: str = ""
 
 
 def test_a_policy_forms_batches_no_larger_than_the_curve_pays_for() -> None:

@@ -35,6 +35,7 @@ class Item:
     key: str = "k"
     window: int = 500
     cost_key: str | None = None
+    tenant: str = ""
 
 
 def steady(rate: float, until: float, key: str = "k") -> ArrivalRate:

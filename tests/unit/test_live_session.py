@@ -376,3 +376,23 @@ def test_a_session_update_in_an_open_turn_keeps_the_vad_and_its_clock() -> None:
     assert plain[0][0] == "speech_started" and len(plain) >= 4  # JFK pauses between phrases
     opened = plain[0][1] / 1000 + 1.0  # a second into the first turn
     assert vad_edges(opened) == plain
+
+
+def test_a_long_turn_is_decoded_less_often_as_it_grows() -> None:
+    """Each interim decodes the whole turn: at one a second, 20 s of speech cost 210 s of
+    decoded audio (issue 42). With interim_growth 0.25 a turn waits for a quarter of its
+    length of new audio once that is over a second."""
+
+    async def body(session: LiveSession, engine: FakeEngine, s: Scheduler, wall: Wall) -> None:
+        for second in range(20):
+            wall.now = second + 1.0
+            await session.append(pcm(1.0))
+            await session.drain()  # each interim runs before the next second arrives
+
+    limits = dataclasses.replace(PATIENT, interim_s=1.0, interim_growth=0.25)
+    engine, _ = run(body, limits)
+    decoded = [window for batch in engine.batches for window in batch]
+    assert decoded == [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 11.0, 15.0, 20.0]
+    assert sum(decoded) / 20 == 3.5  # decoded audio per second of speech: at most 1 / 0.25
+    before, _ = run(body, dataclasses.replace(limits, interim_growth=0.0))
+    assert sum(window for batch in before.batches for window in batch) == 210.0

@@ -21,6 +21,7 @@ class Item:
     key: str = "default"
     window: int = 3000
     cost_key: str | None = None
+    tenant: str = ""
 
 
 RULE = Selection(max_batch_size=4, max_age=30.0)
@@ -126,3 +127,38 @@ def test_unbatched_takes_one_window_of_the_service_pipeline_at_a_time() -> None:
     policy = get_policy("unbatched", PolicyConfig(max_batch_size=8))
     assert (policy.whole_files, policy.select(items, 0.0)) == (False, items[:1])
     assert get_policy("greedy", PolicyConfig(max_batch_size=8)).select(items, 0.0) == items
+
+
+LIVE_RULE = Selection(max_batch_size=1, max_age=30.0, live_below=0)
+
+
+def test_one_tenant_is_ordered_by_priority_alone() -> None:
+    items = [Item("live", 1, priority=-1, tenant="a"), Item("sync", 0, priority=0, tenant="a")]
+    assert select_batch(items, 0.0, LIVE_RULE, {"a": 100.0})[0].job_id == "live"
+
+
+def test_live_work_past_its_share_goes_behind_other_tenants_requests() -> None:
+    """Issue 42: one key's interims (priority -1) ran ahead of every key's requests."""
+    items = [
+        Item("a-live", 0, priority=-1, tenant="a"),
+        Item("b-sync", 1, priority=0, tenant="b"),
+        Item("a-sync", 2, priority=0, tenant="a"),
+        Item("b-async", 3, priority=1, tenant="b"),
+    ]
+    order = []
+    pending = list(items)
+    while pending:
+        [taken] = select_batch(pending, 0.0, LIVE_RULE, {"a": 8.0, "b": 1.0})
+        order.append(taken.job_id)
+        pending.remove(taken)
+    # a is past the mean (4.5): its live work ranks with the requests, after b's
+    assert order == ["b-sync", "a-live", "a-sync", "b-async"]
+    within = select_batch(items, 0.0, LIVE_RULE, {"a": 1.0, "b": 8.0})
+    assert within[0].job_id == "a-live"  # within its share, live still goes first
+
+
+def test_tenants_of_one_class_go_least_served_first() -> None:
+    items = [Item("a", seq, priority=0, tenant="a") for seq in range(3)]
+    items.append(Item("b", 3, priority=0, tenant="b"))
+    batch = select_batch(items, 0.0, Selection(max_batch_size=2, max_age=30.0), {"a": 2.0})
+    assert [i.job_id for i in batch] == ["b", "a"]

@@ -376,3 +376,24 @@ def test_idle_devices_share_what_is_pending() -> None:
     asyncio.run(main())
     assert sorted(len(batch) for batch in first.batches + second.batches) == [2, 2]
     assert len(first.batches) == len(second.batches) == 1
+
+
+def test_a_tenants_live_work_past_its_share_waits_behind_anothers_request() -> None:
+    """Issue 42: key A's live interims (priority -1) went ahead of every key's requests.
+    A's first window takes 5 s of the device: then B's request, though queued after A's
+    next live window, runs first."""
+
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        engine.gate.clear()
+        first = s.submit_chunks("sess_a", -1, OPTS, [chunk(1.0)], tenant="a")
+        await busy(engine)
+        clock.advance(5.0)  # the pass's device time, charged to a when it ends
+        live = s.submit_chunks("sess_a", -1, OPTS, [chunk(2.0)], tenant="a")
+        request = s.submit_chunks("job_b", Priority.INTERACTIVE, OPTS, [chunk(3.0)], tenant="b")
+        await settle()
+        engine.gate.set()
+        await asyncio.gather(*first, *live, *request)
+
+    config = SchedulerConfig("greedy", max_batch_size=1, live_below=Priority.INTERACTIVE)
+    engine = run(config, body)
+    assert engine.batches == [[1.0], [3.0], [2.0]]

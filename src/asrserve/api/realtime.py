@@ -82,7 +82,9 @@ async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
         async def charge(seconds: float) -> None:
             await quota.charge(ctx.service.keys, principal, seconds)
 
-        async with ctx.live.session(config, charge, _holder(websocket, principal)) as session:
+        tenant = principal.key_id or ""  # its API key's share of the devices
+        holder = _holder(websocket, principal)
+        async with ctx.live.session(config, charge, holder, tenant) as session:
             await _send(websocket, ids, _session_event(session, client, "created"))
             await _serve(ctx, websocket, session, client, ids, principal)
     except _Ended:

@@ -30,6 +30,7 @@ from asrserve.batcher.device import Device
 from asrserve.batcher.policies import PolicyConfig, get_policy
 from asrserve.batcher.policies.fill import FILL_SHARE, RIDE_SHARE, ArrivalRate, Load
 from asrserve.batcher.residency import Residency
+from asrserve.batcher.shares import NOBODY, DeviceShares
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
 from asrserve.batcher.work import WorkItem
 from asrserve.engine.base import (
@@ -126,6 +127,7 @@ class Scheduler:
         self._arrivals = ArrivalRate()
         self.cost = MeasuredCost()  # of transcription batches, fitted as they run
         self.curves = CostCurves(config.max_batch_size)  # batch sizes that pay, by window
+        self.shares = DeviceShares()  # each tenant's recent device time: fair queueing
         idle = config.model_idle if config.model_idle > 0 else FOREVER
         # which models stay loaded (keep_alive), and an operator's load and unload
         self.residency = Residency(
@@ -144,8 +146,14 @@ class Scheduler:
         options: TranscriptionOptions,
         chunks: Sequence[ChunkInput],
         deadline: float | None = None,
+        tenant: str = NOBODY,
     ) -> list[asyncio.Future[list[RawSegment]]]:
-        return [self._add(job_id, priority, options, deadline, chunk=chunk) for chunk in chunks]
+        """Whisper windows of one job, for ``tenant`` (an API key's id), whose share of the
+        devices they count in."""
+        return [
+            self._add(job_id, priority, options, deadline, chunk=chunk, tenant=tenant)
+            for chunk in chunks
+        ]
 
     def submit_detect(
         self,
@@ -155,12 +163,13 @@ class Scheduler:
         chunk: ChunkInput,
         deadline: float | None = None,
         among: tuple[str, ...] = (),
+        tenant: str = NOBODY,
     ) -> asyncio.Future[tuple[str, float]]:
         """The spoken language of ``chunk`` (a full 30 s window), the most probable of
         ``among`` if it names some: encoder work that batches with other jobs' detections
         for the same model (and the same ``among``)."""
         options = TranscriptionOptions(model=model, task=Task.DETECT, languages=among)
-        return self._add(job_id, priority, options, deadline, chunk=chunk)
+        return self._add(job_id, priority, options, deadline, chunk=chunk, tenant=tenant)
 
     def submit_embed(
         self,
@@ -168,11 +177,15 @@ class Scheduler:
         priority: int,
         banks: Sequence[np.ndarray],
         deadline: float | None = None,
+        tenant: str = NOBODY,
     ) -> list[asyncio.Future[np.ndarray]]:
         """A voice embedding of each clip's filterbank ((frames, 80), mean-normalised), run
         on a device's speaker model: clips of equal length batch together, across jobs."""
         options = TranscriptionOptions(model=SPEAKERS, task=Task.EMBED)
-        return [self._add(job_id, priority, options, deadline, chunk=_clip(bank)) for bank in banks]
+        return [
+            self._add(job_id, priority, options, deadline, chunk=_clip(bank), tenant=tenant)
+            for bank in banks
+        ]
 
     def submit_whole(
         self,
@@ -181,8 +194,9 @@ class Scheduler:
         options: TranscriptionOptions,
         audio: np.ndarray,
         deadline: float | None = None,
+        tenant: str = NOBODY,
     ) -> asyncio.Future[Any]:
-        return self._add(job_id, priority, options, deadline, audio=audio)
+        return self._add(job_id, priority, options, deadline, audio=audio, tenant=tenant)
 
     def _add(
         self,
@@ -193,6 +207,7 @@ class Scheduler:
         *,
         chunk: ChunkInput | None = None,
         audio: np.ndarray | None = None,
+        tenant: str = NOBODY,
     ) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         item = WorkItem(
@@ -206,6 +221,7 @@ class Scheduler:
             audio=audio,
             deadline=deadline,
             model=self.devices[0].model_id(options.model),
+            tenant=tenant,
         )
         self._pending.append(item)
         future.add_done_callback(functools.partial(self._given_up, item))
@@ -248,7 +264,7 @@ class Scheduler:
             if not self._pending:
                 await self._arrival.wait()
                 continue
-            idle = len(self.devices) - self._busy
+            idle, now = len(self.devices) - self._busy, self.clock.now()
             load = Load(
                 busy=self._busy,
                 idle_since=idle_since,
@@ -257,8 +273,9 @@ class Scheduler:
                 idle=idle,
                 foreground_seen=self._foreground_seen,
                 sizes=self.curves,
+                usage=self.shares.standing({item.tenant for item in self._pending}, now),
             )
-            batch = self.policy.dispatch(self._pending, self.clock.now(), self._online_seen, load)
+            batch = self.policy.dispatch(self._pending, now, self._online_seen, load)
             if not isinstance(batch, list):  # not yet: look again then, or on an arrival
                 await self.clock.wait(self._arrival, batch)
                 continue
@@ -345,6 +362,8 @@ class Scheduler:
             total_frames=window * len(batch),
         )
         self.stats.record(record)
+        tenants = [item.tenant for item in batch]
+        self.shares.charge(tenants, [item.frames[0] for item in batch], record.compute, finished)
         if batch[0].chunk is not None and batch[0].options.task not in _NOT_WHISPER_WINDOWS:
             self.cost.observe(record.size, record.audio_seconds, record.compute)
         self.curves.observe(batch[0].cost_key, record.size, record.audio_seconds, record.compute)

@@ -30,6 +30,7 @@ class WorkItem:
     audio: np.ndarray | None = None
     deadline: float | None = None
     model: str = ""  # the id of the model it runs on (its options may name none: the default)
+    tenant: str = ""  # who it is for (an API key's id; "": no key): its share of devices
 
     @property
     def key(self) -> tuple[TranscriptionOptions, int]:

@@ -185,6 +185,8 @@ class Attacker:
                 self.answers[f"speech {event['error']['code']}"] += 1
             elif kind.endswith("transcription.completed"):
                 self.answers["speech turns completed"] += 1
+            elif kind.endswith("transcription.failed"):
+                self.answers[f"speech turns failed: {event['error']['code']}"] += 1
 
     async def batches(self, client: httpx.AsyncClient) -> None:
         audio = self.files[0]

@@ -86,12 +86,13 @@ async def speaker_turns(
     reference_banks = [bank for reference in known for bank in reference]
     submitted: list[asyncio.Future[np.ndarray]] = []
     try:
-        ahead = scheduler.submit_embed(job.id, job.priority, reference_banks, deadline)
+        tenant = job.owner or ""
+        ahead = scheduler.submit_embed(job.id, job.priority, reference_banks, deadline, tenant)
         submitted = list(ahead)
         found: list[np.ndarray] = []
         for group in groups:  # the next group's features are made while one is embedded
             banks = await pool.run(functools.partial(features, samples, group))
-            futures = scheduler.submit_embed(job.id, job.priority, banks, deadline)
+            futures = scheduler.submit_embed(job.id, job.priority, banks, deadline, tenant)
             submitted += futures
             found += await asyncio.gather(*ahead)
             ahead = futures

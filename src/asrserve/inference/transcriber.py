@@ -170,7 +170,13 @@ class Transcriber:
         features = self._features(job.options.model)
         chunks = await staging.inputs(spans, features, (CHUNK_SECONDS,))
         return await self._scheduler.submit_detect(
-            job.id, job.priority, job.options.model, chunks[0], self._deadline(job), among
+            job.id,
+            job.priority,
+            job.options.model,
+            chunks[0],
+            self._deadline(job),
+            among,
+            tenant=job.owner or "",
         )
 
     def _features(self, model: str) -> Engine:
@@ -220,7 +226,7 @@ class Transcriber:
                     break  # every window is in
                 chunks = await staging.inputs(batch, features, windows)
                 submitted_now = self._scheduler.submit_chunks(
-                    job.id, job.priority, options, chunks, deadline
+                    job.id, job.priority, options, chunks, deadline, tenant=job.owner or ""
                 )
                 progress.watch(submitted_now)
                 futures += submitted_now
@@ -248,7 +254,7 @@ class Transcriber:
 
             async def whole() -> Transcript:
                 whole_job = self._scheduler.submit_whole(
-                    job.id, job.priority, options, samples, self._deadline(job)
+                    job.id, job.priority, options, samples, self._deadline(job), job.owner or ""
                 )
                 submitted()
                 result: Transcript = await whole_job

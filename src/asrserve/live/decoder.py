@@ -50,6 +50,7 @@ class LiveDecoder:
         context: str = "",
         *,
         final: bool,
+        tenant: str = "",
     ) -> asyncio.Future[list[RawSegment]]:
         """The window's segments (conditioned on ``context``, the text said before it), once
         a device has run it; the future fails with ``DeadlineExceeded`` if none has started
@@ -58,7 +59,9 @@ class LiveDecoder:
         chunk = await self._chunk(self.engine(options.model), audio, False, context, final)
         deadline = self._scheduler.clock.now() + deadline_s
         priority = FINAL_PRIORITY if final else INTERIM_PRIORITY
-        [future] = self._scheduler.submit_chunks(session, priority, options, [chunk], deadline)
+        [future] = self._scheduler.submit_chunks(
+            session, priority, options, [chunk], deadline, tenant=tenant
+        )
         return future
 
     async def detect(
@@ -68,6 +71,7 @@ class LiveDecoder:
         audio: np.ndarray,
         deadline_s: float,
         among: tuple[str, ...] = (),
+        tenant: str = "",
     ) -> tuple[str, float]:
         """The spoken language of ``audio`` (a multilingual model, no language given), the
         most probable of ``among`` if it names some (the caller's key allows no other),
@@ -75,7 +79,7 @@ class LiveDecoder:
         chunk = await self._chunk(self.engine(model), audio, full=True)
         deadline = self._scheduler.clock.now() + deadline_s
         return await self._scheduler.submit_detect(
-            session, FINAL_PRIORITY, model, chunk, deadline, among
+            session, FINAL_PRIORITY, model, chunk, deadline, among, tenant=tenant
         )
 
 

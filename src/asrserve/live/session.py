@@ -2,9 +2,12 @@
 
 Audio is appended in frames; with turn detection (``server_vad``) a turn opens when speech
 starts and closes when it stops, without it the client commits the buffer. While a turn is
-open, its audio so far is decoded again every ``interim_s`` of new audio (an interim decode,
-whose agreed words go out as deltas); a newer interim replaces one that no device has started
-yet, and one that cannot start within its deadline is dropped. When the turn closes, it is
+open, its audio so far is decoded again (an interim decode, whose agreed words go out as
+deltas) every ``interim_s`` of new audio, and no sooner than ``interim_growth`` of the turn
+so far has come since the last one: each interim decodes the whole turn, so a long turn is
+decoded less often and a second of audio costs at most about 1 / ``interim_growth``
+seconds of decoded audio. A newer interim replaces one that no device has started yet, and
+one that cannot start within its deadline is dropped. When the turn closes, it is
 decoded once more (the final decode) and its text goes out as the completed transcript,
 which starts with the deltas already sent (the words the final decode adds go out as one
 last delta first: a turn's deltas, joined, are its transcript). A turn with server VAD that
@@ -56,6 +59,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class LiveLimits:
     interim_s: float = 1.0  # new audio between two interim decodes of an open turn
+    interim_growth: float = 0.0  # ...and at least this share of the turn so far
     interim_deadline_s: float = 1.0  # an interim no device started by then is dropped
     final_deadline_s: float = 10.0  # a turn's final decode must start by then
     max_turn_s: float = 29.0  # a turn this long is closed (one window holds it)
@@ -95,8 +99,10 @@ class LiveSession:
         limits: LiveLimits,
         charge: Callable[[float], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
+        tenant: str = "",
     ) -> None:
         self.id = session_id
+        self.tenant = tenant  # whose share of the devices its decodes count in
         self.events: asyncio.Queue[Event] = asyncio.Queue()
         self._decoder = decoder
         self._limits = limits
@@ -267,9 +273,13 @@ class LiveSession:
         if self._detector is not None and self._pcm.end - turn.start >= self._longest:
             await self._cut(turn, self._detector)
             return
-        if (self._pcm.end - turn.decoded) / SAMPLING_RATE >= self._limits.interim_s:
+        if (self._pcm.end - turn.decoded) / SAMPLING_RATE >= self._interim_every(length):
             turn.decoded = self._pcm.end
             await self._submit_interim(turn, self._pcm.since(turn.start))
+
+    def _interim_every(self, length: float) -> float:
+        """New audio an open turn of ``length`` s waits for before its next interim."""
+        return max(self._limits.interim_s, self._limits.interim_growth * length)
 
     async def _cut(self, turn: _Turn, detector: TurnDetector) -> None:
         """Commit a turn at its longest at the best pause of its last seconds; the speech
@@ -326,7 +336,7 @@ class LiveSession:
         if options.language is None and engine.multilingual:
             deadline = self._limits.final_deadline_s
             language, _ = await self._decoder.detect(
-                self.id, options.model, audio, deadline, options.languages
+                self.id, options.model, audio, deadline, options.languages, tenant=self.tenant
             )
             options = options.model_copy(update={"language": language, "languages": ()})
             self.config = dataclasses.replace(self.config, options=options)
@@ -341,7 +351,13 @@ class LiveSession:
         self._cancel_interim()
         quick = options.model_copy(update={"beam_size": INTERIM_BEAM})
         future = await self._decoder.decode(
-            self.id, quick, audio, self._limits.interim_deadline_s, self._said, final=False
+            self.id,
+            quick,
+            audio,
+            self._limits.interim_deadline_s,
+            self._said,
+            final=False,
+            tenant=self.tenant,
         )
         task = self._spawn(self._interim_text(turn, future, self._pcm.end))
         self._interim = (future, task)
@@ -373,7 +389,13 @@ class LiveSession:
             if self.config.logprobs:  # include: the final decode's tokens (a greedy one)
                 options = options.model_copy(update={"logprobs": True, "beam_size": 1})
             future = await self._decoder.decode(
-                self.id, options, audio, self._limits.final_deadline_s, self._said, final=True
+                self.id,
+                options,
+                audio,
+                self._limits.final_deadline_s,
+                self._said,
+                final=True,
+                tenant=self.tenant,
             )
             segments = await future
             text = completed(turn.agreement.sent, text_of(segments))

@@ -21,9 +21,10 @@ Charge = Callable[[float], Awaitable[None]]
 class Live(ABC):
     @abstractmethod
     def session(
-        self, config: SessionConfig, charge: Charge, holder: str
+        self, config: SessionConfig, charge: Charge, holder: str, tenant: str = ""
     ) -> AbstractAsyncContextManager[LiveSession]:
-        """A new session for ``holder`` (an API key, or a client address), closed (its
+        """A new session for ``holder`` (an API key, or a client address), its decodes in
+        ``tenant``'s share of the devices (an API key's id; "": none), closed (its
         decodes dropped) when the context exits; raises :class:`LiveUnavailable` if none can
         be opened here now or ``holder`` holds its share, and what ``charge`` raises for
         the session's first seconds (a used-up quota)."""
@@ -39,6 +40,7 @@ class LiveSessions(Live):
         self._settings = settings
         self._limits = LiveLimits(
             interim_s=settings.live_interim_s,
+            interim_growth=settings.live_interim_growth,
             interim_deadline_s=settings.live_interim_deadline_s,
             final_deadline_s=settings.live_final_deadline_s,
             burst_s=settings.live_burst_s,
@@ -54,7 +56,7 @@ class LiveSessions(Live):
 
     @asynccontextmanager
     async def session(
-        self, config: SessionConfig, charge: Charge, holder: str
+        self, config: SessionConfig, charge: Charge, holder: str, tenant: str = ""
     ) -> AsyncIterator[LiveSession]:
         if self._open >= self._settings.live_max_sessions:
             message = f"this node holds its most live sessions ({self._settings.live_max_sessions})"
@@ -64,7 +66,12 @@ class LiveSessions(Live):
             raise LiveUnavailable(message, code="too_many_sessions")
         self.decoder.engine(config.options.model)  # served here, or InvalidRequest
         session = LiveSession(
-            f"sess_{secrets.token_hex(10)}", self.decoder, config, self._limits, charge
+            f"sess_{secrets.token_hex(10)}",
+            self.decoder,
+            config,
+            self._limits,
+            charge,
+            tenant=tenant,
         )
         self._open += 1
         self._held[holder] += 1
@@ -86,7 +93,7 @@ class NoLive(Live):
 
     @asynccontextmanager
     async def session(
-        self, config: SessionConfig, charge: Charge, holder: str
+        self, config: SessionConfig, charge: Charge, holder: str, tenant: str = ""
     ) -> AsyncIterator[LiveSession]:
         raise LiveUnavailable(
             "live transcription runs on a node that runs a model; this API node runs none",

@@ -27,6 +27,13 @@ class LiveSettings(BaseModel):
     live_interim_s: float = Field(
         1.0, gt=0, description="New audio between two interim decodes of an open turn."
     )
+    live_interim_growth: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="...and at least this share of the turn so far: each interim decodes"
+        " the whole turn, so a long turn is decoded less often (0: every `live_interim_s`).",
+    )
     live_interim_deadline_s: float = Field(
         1.0, gt=0, description="An interim decode no device started by then is dropped."
     )

@@ -52,3 +52,7 @@ class Item:
     @property
     def cost_key(self) -> tuple[str, float]:  # its cost curve: one model, by window (s)
         return "", self.window / FRAMES_PER_SECOND
+
+    @property
+    def tenant(self) -> str:  # the simulation has one tenant
+        return ""

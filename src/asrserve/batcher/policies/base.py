@@ -78,7 +78,9 @@ class Policy(ABC):
 
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config
-        self.selection = Selection(self.max_batch_size, config.max_age, config.offline_from)
+        self.selection = Selection(
+            self.max_batch_size, config.max_age, config.offline_from, config.live_below
+        )
 
     @property
     def max_batch_size(self) -> int:
@@ -89,9 +91,9 @@ class Policy(ABC):
         """None when a batch may go now (``pending`` is not empty); else the clock time to
         look again, unless an item arrives before."""
 
-    def select(self, pending: Sequence[T], now: float) -> list[T]:
+    def select(self, pending: Sequence[T], now: float, load: Load = IDLE) -> list[T]:
         """The items of the next batch (``pending`` stays untouched)."""
-        return select_batch(pending, now, self.selection)
+        return select_batch(pending, now, self.selection, load.usage)
 
     def dispatch(
         self, pending: Sequence[T], now: float, online_seen: float, load: Load = IDLE
@@ -102,7 +104,7 @@ class Policy(ABC):
         wait = self.ready(pending, now)
         if wait is not None:
             return wait
-        batch = self.select(pending, now)
+        batch = self.select(pending, now, load)
         waiting = sum(1 for item in pending if item.key == batch[0].key)  # of the batch's key
         batch = self.sized(self.spread(batch, waiting, load), waiting, load)
         batch = self.within_budget(batch, now, load)

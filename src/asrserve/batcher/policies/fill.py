@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -97,6 +97,7 @@ class Load:
     idle: int = 1  # devices asking for work now, the asking one among them
     foreground_seen: float = -math.inf  # when work above the background classes came or ran
     sizes: BatchSizes = NO_LIMIT  # the largest batch that pays, by cost key (``curve.py``)
+    usage: Mapping[str, float] = field(default_factory=dict)  # tenants' recent device seconds
 
 
 IDLE = Load()

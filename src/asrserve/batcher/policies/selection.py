@@ -9,7 +9,10 @@ Selection, in order of precedence:
    selected into an online batch; it may only ride in one afterwards, within the small
    time budget of ``fill.riders``.
 2. Priority class: interactive before async jobs before offline batch work.
-3. Fairness across jobs: a job's k-th pending chunk ranks after every other job's
+3. Fairness across tenants (API keys), from their recent device time (``usage``): the
+   tenant that took least goes first. Live work of a tenant past its share (more than the
+   mean of the tenants waiting) goes with interactive work, behind other tenants' requests.
+   Then fairness across jobs: a job's k-th pending chunk ranks after every other job's
    (k-1)-th, so one two-hour file cannot starve a five-second clip.
 4. Length: among equals, chunks of the same encoder window (a batch is padded to its
    widest) and then of similar speech length (decode cost) batch together.
@@ -19,7 +22,7 @@ Selection, in order of precedence:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -41,6 +44,8 @@ class Pending(Protocol):
     def window(self) -> int: ...  # encoder frames the item is padded to (its length bucket)
     @property
     def cost_key(self) -> Hashable | None: ...  # its device cost curve (None: none kept)
+    @property
+    def tenant(self) -> str: ...  # who it is for: its share of the devices
 
 
 LENGTH_BUCKET_S = 5.0
@@ -48,25 +53,33 @@ LENGTH_BUCKET_S = 5.0
 T = TypeVar("T", bound=Pending)
 
 
+NO_USAGE: Mapping[str, float] = {}
+
+
 @dataclass(frozen=True)
 class Selection:
     max_batch_size: int
     max_age: float  # seconds before a chunk is promoted to the head of the next batch
     offline_from: int | None = None  # priorities from this one on: never promoted, no riders
+    live_below: int | None = None  # priorities below this one: live work
 
 
-def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
-    """The next batch from ``items`` (which stay untouched); empty only if ``items`` is."""
+def select_batch(
+    items: Sequence[T], now: float, rule: Selection, usage: Mapping[str, float] = NO_USAGE
+) -> list[T]:
+    """The next batch from ``items`` (which stay untouched); empty only if ``items`` is.
+    ``usage``: each tenant's recent device seconds."""
     if not items:
         return []
-    head = _head(items, now, rule)
+    standing = _standing(items, rule, usage)
+    head = _head(items, now, rule, standing)
     candidates = [item for item in items if item.key == head.key and _may_join(item, head, rule)]
     rank = _fair_rank(candidates)
     head_bucket = _bucket(head.duration)
 
-    def order(item: T) -> tuple[int, int, int, int, int]:
+    def order(item: T) -> tuple[int, float, int, int, int, int]:
         return (
-            item.priority,
+            *standing(item),
             rank[id(item)],
             abs(item.window - head.window),  # padding up to a wider window costs compute
             abs(_bucket(item.duration) - head_bucket),
@@ -80,7 +93,10 @@ def select_batch(items: Sequence[T], now: float, rule: Selection) -> list[T]:
     return [head, *rest]
 
 
-def _head(items: Sequence[T], now: float, rule: Selection) -> T:
+Standing = Callable[[Pending], tuple[int, float]]
+
+
+def _head(items: Sequence[T], now: float, rule: Selection, standing: Standing) -> T:
     ages = rule.offline_from
     overdue = [
         item
@@ -90,7 +106,26 @@ def _head(items: Sequence[T], now: float, rule: Selection) -> T:
     if overdue:
         return min(overdue, key=lambda item: item.seq)
     rank = _fair_rank(items)
-    return min(items, key=lambda item: (item.priority, rank[id(item)], item.seq))
+    return min(items, key=lambda item: (*standing(item), rank[id(item)], item.seq))
+
+
+def _standing(items: Sequence[Pending], rule: Selection, usage: Mapping[str, float]) -> Standing:
+    """Each item's (class, its tenant's recent device seconds): with one tenant waiting,
+    its priority alone. A tenant past its share (the mean of the waiting tenants') has its
+    live work ranked as interactive: others' requests overtake it."""
+    tenants = {item.tenant for item in items}
+    if len(tenants) < 2:
+        return lambda item: (item.priority, 0.0)
+    share = sum(usage.get(tenant, 0.0) for tenant in tenants) / len(tenants)
+    floor = rule.live_below
+
+    def standing(item: Pending) -> tuple[int, float]:
+        used = usage.get(item.tenant, 0.0)
+        if floor is not None and item.priority < floor and used > share:
+            return floor, used
+        return item.priority, used
+
+    return standing
 
 
 def _may_join(item: Pending, head: Pending, rule: Selection) -> bool:

@@ -1,0 +1,44 @@
+"""Each tenant's device time: what the scheduler's fair queueing across API keys reads.
+
+Every forward pass is charged to the tenants of its windows, its device seconds split by
+the encoder frames each window holds (a looping window that runs the fallback costs its
+batch more, and the batch's tenants pay for it together). A tenant's account decays with
+a half-life of :data:`HALF_LIFE_S`, so it says what the tenant took lately, not ever.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+HALF_LIFE_S = 10.0
+NOBODY = ""  # the tenant of work no key sent (auth off): one tenant, no fairness to keep
+
+
+@dataclass
+class DeviceShares:
+    half_life: float = HALF_LIFE_S
+    _accounts: dict[str, tuple[float, float]] = field(default_factory=dict)  # (s, as of)
+
+    def charge(
+        self, tenants: Sequence[str], frames: Sequence[int], seconds: float, now: float
+    ) -> None:
+        """One pass of ``seconds`` on a device, over windows of ``tenants`` each holding
+        ``frames`` encoder frames."""
+        total = sum(frames)
+        if total <= 0 or seconds <= 0:
+            return
+        for tenant, held in zip(tenants, frames, strict=True):
+            self._accounts[tenant] = (self.used(tenant, now) + seconds * held / total, now)
+
+    def used(self, tenant: str, now: float) -> float:
+        """Device seconds ``tenant`` took lately (decayed to ``now``)."""
+        seconds, at = self._accounts.get(tenant, (0.0, now))
+        return seconds * math.exp2(-max(now - at, 0.0) / self.half_life)
+
+    def standing(self, tenants: Iterable[str], now: float) -> Mapping[str, float]:
+        """Each of ``tenants``' recent device seconds; accounts decayed to nothing go."""
+        for tenant in [t for t in self._accounts if self.used(t, now) < 1e-3]:
+            del self._accounts[tenant]
+        return {tenant: self.used(tenant, now) for tenant in set(tenants)}
