@@ -67,7 +67,12 @@ class Device:
         self.calls: list[int] = []
 
     def submit_embed(
-        self, job_id: str, priority: int, banks: list[np.ndarray], deadline: float | None
+        self,
+        job_id: str,
+        priority: int,
+        banks: list[np.ndarray],
+        deadline: float | None,
+        tenant: str = "",
     ) -> list[asyncio.Future[np.ndarray]]:
         loop = asyncio.get_running_loop()
         self.calls.append(len(banks))

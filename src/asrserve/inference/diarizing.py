@@ -87,12 +87,14 @@ async def speaker_turns(
     submitted: list[asyncio.Future[np.ndarray]] = []
     try:
         tenant = job.owner or ""
-        ahead = scheduler.submit_embed(job.id, job.priority, reference_banks, deadline, tenant)
+        ahead = scheduler.submit_embed(
+            job.id, job.priority, reference_banks, deadline, tenant=tenant
+        )
         submitted = list(ahead)
         found: list[np.ndarray] = []
         for group in groups:  # the next group's features are made while one is embedded
             banks = await pool.run(functools.partial(features, samples, group))
-            futures = scheduler.submit_embed(job.id, job.priority, banks, deadline, tenant)
+            futures = scheduler.submit_embed(job.id, job.priority, banks, deadline, tenant=tenant)
             submitted += futures
             found += await asyncio.gather(*ahead)
             ahead = futures
