@@ -14,7 +14,7 @@ import pytest
 from asrserve.audio.features import prepare
 from asrserve.bench.corpus import Clip
 from asrserve.bench.wer import wer
-from asrserve.engine import pipeline
+from asrserve.engine import pipeline, whisper
 from asrserve.engine.base import Engine
 from asrserve.engine.whisper import FasterWhisperEngine
 from asrserve.inference.direct import transcribe_prepared
@@ -128,6 +128,8 @@ def test_logprob_windows_go_in_groups_under_the_pass_budget(
     assert len(chunks) == 5
     options = TranscriptionOptions(beam_size=1, logprobs=True)
     assert pipeline.logprobs_group(448) == 2  # the default budget: two of the longest
+    trims: list[int] = []  # the freed logits go back to the system after each such batch
+    monkeypatch.setattr(whisper, "trim", lambda: trims.append(1))
     counting = _Counting(engine._pipeline.model.model)
     monkeypatch.setattr(engine._pipeline.model, "model", counting)
     monkeypatch.setattr(pipeline, "LOGPROBS_PASS_BYTES", 10**12)
@@ -135,6 +137,9 @@ def test_logprob_windows_go_in_groups_under_the_pass_budget(
     monkeypatch.setattr(pipeline, "LOGPROBS_PASS_BYTES", 2 * 448 * pipeline.VOCABULARY * 4)
     grouped = engine.transcribe_batch(chunks, options)
     assert counting.sizes == [5, 2, 2, 1]
+    assert len(trims) == 2
+    engine.transcribe_batch(chunks[:1], TranscriptionOptions(beam_size=1))
+    assert len(trims) == 2  # a small batch without logprobs keeps its arenas
     assert [[(s.text, s.logprobs) for s in w] for w in grouped] == [
         [(s.text, s.logprobs) for s in w] for w in whole
     ]

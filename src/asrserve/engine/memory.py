@@ -34,3 +34,12 @@ def give_back() -> bool:
         return False
     trim(0)
     return True
+
+
+def trim() -> None:
+    """Return freed heap memory to the system, without a garbage collection (which would
+    hold every thread): after a large pass, whose buffers refcounting has already freed.
+    ctypes lets other threads run while it trims."""
+    found = _malloc_trim()
+    if found is not None:
+        found(0)

@@ -40,7 +40,7 @@ from asrserve.engine.fallback import (
 )
 from asrserve.engine.languages import LANGUAGE_NAMES, restricted
 from asrserve.engine.logprobs import byte_level, split_by_segment, text_tokens
-from asrserve.engine.memory import give_back
+from asrserve.engine.memory import give_back, trim
 from asrserve.engine.model_dirs import check_model_dir
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import TranscriptionOptions
@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 # batch's result reaches the caller just before its worker stops counting it: an unload right
 # after a transcription was refused 9 times in 30 on a busy machine. Retried at these delays
 # (s), about a second in all, then left loaded with a warning.
+# A pass of this many windows frees hundreds of MiB (encoder output tiled per beam): it is
+# given back to the system after the batch, not kept in glibc's arenas.
+LARGE_BATCH = 8
 _UNLOAD_RETRIES = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.6)
 
 
@@ -200,8 +203,9 @@ class FasterWhisperEngine(Engine):
     ) -> list[list[RawSegment]]:
         """Every chunk decoded, with Whisper's temperature fallback (``fallback.decode_all``):
         the windows that fail its thresholds, and only those, are decoded again together,
-        and ``settled`` hears each of the others as soon as it is final."""
-        return decode_all(
+        and ``settled`` hears each of the others as soon as it is final. After a large
+        batch (or one with logprobs) the memory its pass freed goes back to the system."""
+        decoded = decode_all(
             chunks,
             temperatures(options.temperature, self.config.fallback),
             lambda todo, temperature: self._decode(todo, options, temperature),
@@ -209,6 +213,9 @@ class FasterWhisperEngine(Engine):
             self.fallback_counts,
             settled,
         )
+        if options.logprobs or len(chunks) >= LARGE_BATCH:
+            trim()
+        return decoded
 
     def _decode(
         self, chunks: Sequence[ChunkInput], options: TranscriptionOptions, temperature: float
