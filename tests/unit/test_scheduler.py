@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from asrserve.batcher.clock import ManualClock
-from asrserve.batcher.device import Device
-from asrserve.batcher.scheduler import RunTimeout, Scheduler, SchedulerConfig
+from asrserve.batcher.device import Device, RunTimeout
+from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
 from asrserve.batcher.work import WorkItem
 from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard

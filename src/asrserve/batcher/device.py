@@ -1,14 +1,28 @@
 """A device the scheduler runs batches on: its replica of each served model, and the one
-thread its inference runs in (off the event loop)."""
+thread its inference runs in (off the event loop), where a call that hangs is left behind."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
+from asrserve.batcher.clock import Clock
 from asrserve.engine.base import Engine
-from asrserve.errors import InvalidRequest
+from asrserve.errors import InternalError, InvalidRequest
 from asrserve.speakers.embedder import NoSpeakerModel, SpeakerEmbedder
+
+log = logging.getLogger(__name__)
+
+
+class RunTimeout(InternalError):
+    """A batch ran far longer than the device's measured speed allows: it hangs. Its
+    chunks fail with this; the device goes on in a fresh thread."""
+
+    default_code = "run_timeout"
 
 
 @dataclass
@@ -60,3 +74,18 @@ class Device:
         stuck = self.executor
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"device-{self.name}")
         stuck.shutdown(wait=False, cancel_futures=True)
+
+    async def run(self, clock: Clock, timeout: float, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)`` in the device's thread, or :class:`RunTimeout` after ``timeout``
+        (on ``clock``). A hung call cannot be stopped: its thread is left to itself, and the
+        device goes on in a new one."""
+        future = asyncio.get_running_loop().run_in_executor(self.executor, call, *args)
+        done = asyncio.Event()
+        future.add_done_callback(lambda _: done.set())
+        await clock.wait(done, clock.now() + timeout)
+        if not future.done():
+            log.error("a batch on %s ran past %.0f s; leaving its thread", self.name, timeout)
+            self.replace_executor()
+            future.cancel()
+            raise RunTimeout(f"the engine ran past {timeout:.0f} s on {self.name} (hung)")
+        return future.result()

@@ -26,7 +26,7 @@ import numpy as np
 from asrserve.batcher.clock import Clock, MonotonicClock
 from asrserve.batcher.cost import MeasuredCost
 from asrserve.batcher.curve import CostCurves
-from asrserve.batcher.device import Device
+from asrserve.batcher.device import Device, RunTimeout
 from asrserve.batcher.policies import PolicyConfig, get_policy
 from asrserve.batcher.policies.fill import FILL_SHARE, RIDE_SHARE, ArrivalRate, Load
 from asrserve.batcher.residency import Residency
@@ -39,7 +39,7 @@ from asrserve.engine.base import (
     Engine,
     RawSegment,
 )
-from asrserve.errors import DeadlineExceeded, InternalError
+from asrserve.errors import DeadlineExceeded
 from asrserve.jobs.models import Task, TranscriptionOptions
 from asrserve.settings.keep_alive import FOREVER
 
@@ -47,13 +47,6 @@ log = logging.getLogger(__name__)
 
 SPEAKERS = "speakers"  # the model id of diarization's embedding passes
 _NOT_WHISPER_WINDOWS = (Task.DETECT, Task.EMBED)  # batches the latency model does not learn
-
-
-class RunTimeout(InternalError):
-    """A batch ran far longer than the device's measured speed allows: it hangs. Its
-    chunks fail with this; the device goes on in a fresh thread."""
-
-    default_code = "run_timeout"
 
 
 @dataclass(frozen=True)
@@ -338,7 +331,7 @@ class Scheduler:
                 timeout = self.run_timeout(batch)
                 engine = device.engine_for(options.model)
                 run = _on(engine, engine.transcribe)
-                outputs: list[Any] = [await self._bounded(device, timeout, run, audio, options)]
+                outputs: list[Any] = [await device.run(self.clock, timeout, run, audio, options)]
             else:
                 outputs = await self._run_chunks(device, batch)
         except Exception as exc:  # one bad batch must not stop the device loop
@@ -409,13 +402,13 @@ class Scheduler:
         options, timeout = batch[0].options, self.run_timeout(batch)
         if options.task is Task.EMBED:
             banks = np.stack([chunk.features.T for chunk in chunks])
-            return list(await self._bounded(device, timeout, device.speakers.embed, banks))
+            return list(await device.run(self.clock, timeout, device.speakers.embed, banks))
         engine = device.engine_for(options.model)
         if options.task is Task.DETECT:
             detect = _on(engine, engine.detect_language)
             features = [chunk.features for chunk in chunks]
             among = options.languages
-            return list(await self._bounded(device, timeout, detect, features, among))
+            return list(await device.run(self.clock, timeout, detect, features, among))
         run = _on(engine, engine.transcribe_batch)
         loop = asyncio.get_running_loop()
 
@@ -425,7 +418,7 @@ class Scheduler:
             loop.call_soon_threadsafe(_resolve, batch[index].future, segments)
 
         try:
-            return list(await self._bounded(device, timeout, run, chunks, options, settled))
+            return list(await device.run(self.clock, timeout, run, chunks, options, settled))
         except RunTimeout:
             raise  # running its chunks again one by one would hang the device again
         except Exception:
@@ -436,7 +429,7 @@ class Scheduler:
         for item, chunk in zip(batch, chunks, strict=True):
             try:
                 alone = self.run_timeout([item])
-                results.extend(await self._bounded(device, alone, run, [chunk], options))
+                results.extend(await device.run(self.clock, alone, run, [chunk], options))
             except Exception as exc:
                 results.append(exc)
         return results
@@ -452,23 +445,6 @@ class Scheduler:
         per_device = throughput / len(self.devices)
         expected = sum(item.duration for item in batch) / per_device
         return max(config.run_timeout_floor, config.run_timeout_factor * expected)
-
-    async def _bounded(
-        self, device: Device, timeout: float, call: Callable[..., Any], *args: Any
-    ) -> Any:
-        """``call(*args)`` in the device's thread, or :class:`RunTimeout` after ``timeout``
-        (on the scheduler's clock). A hung call cannot be stopped: its thread is left to
-        itself, and the device goes on in a new one."""
-        future = asyncio.get_running_loop().run_in_executor(device.executor, call, *args)
-        done = asyncio.Event()
-        future.add_done_callback(lambda _: done.set())
-        await self.clock.wait(done, self.clock.now() + timeout)
-        if not future.done():
-            log.error("a batch on %s ran past %.0f s; leaving its thread", device.name, timeout)
-            device.replace_executor()
-            future.cancel()
-            raise RunTimeout(f"the engine ran past {timeout:.0f} s on {device.name} (hung)")
-        return future.result()
 
     def pending_count(
         self, priorities: Collection[int] | None = None, *, model: str | None = None

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from asrserve.backends.backend import Backend
-from asrserve.batcher.scheduler import RunTimeout, Scheduler
+from asrserve.batcher.device import RunTimeout
+from asrserve.batcher.scheduler import Scheduler
 from asrserve.errors import AsrError, InternalError, StoreUnavailable
 from asrserve.events import Finished
 from asrserve.inference.preprocess_stats import PreprocessStats
