@@ -342,6 +342,17 @@ class LiveSession:
             self.config = dataclasses.replace(self.config, options=options)
         return options
 
+    async def _decode(
+        self, options: TranscriptionOptions, audio: np.ndarray, *, final: bool
+    ) -> asyncio.Future[list[RawSegment]]:
+        """A window of this session into the scheduler: conditioned on what was said before,
+        in its key's share of the devices, within the interim's or the final's deadline."""
+        limits = self._limits
+        deadline = limits.final_deadline_s if final else limits.interim_deadline_s
+        return await self._decoder.decode(
+            self.id, options, audio, deadline, self._said, final=final, tenant=self.tenant
+        )
+
     async def _submit_interim(self, turn: _Turn, audio: np.ndarray) -> None:
         """The turn so far into the scheduler, in place of the interim before it (dropped
         unrun if no device has started it: a newer window is queued)."""
@@ -350,15 +361,7 @@ class LiveSession:
             return  # no interim text before the session's language is known
         self._cancel_interim()
         quick = options.model_copy(update={"beam_size": INTERIM_BEAM})
-        future = await self._decoder.decode(
-            self.id,
-            quick,
-            audio,
-            self._limits.interim_deadline_s,
-            self._said,
-            final=False,
-            tenant=self.tenant,
-        )
+        future = await self._decode(quick, audio, final=False)
         task = self._spawn(self._interim_text(turn, future, self._pcm.end))
         self._interim = (future, task)
 
@@ -388,16 +391,7 @@ class LiveSession:
             options = await self._options(audio)
             if self.config.logprobs:  # include: the final decode's tokens (a greedy one)
                 options = options.model_copy(update={"logprobs": True, "beam_size": 1})
-            future = await self._decoder.decode(
-                self.id,
-                options,
-                audio,
-                self._limits.final_deadline_s,
-                self._said,
-                final=True,
-                tenant=self.tenant,
-            )
-            segments = await future
+            segments = await (await self._decode(options, audio, final=True))
             text = completed(turn.agreement.sent, text_of(segments))
         except Exception as exc:  # this turn has no text; the session goes on
             self.events.put_nowait(events.failed(turn.item, _turn_error(self.id, exc)))
