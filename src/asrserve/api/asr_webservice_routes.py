@@ -197,7 +197,8 @@ def _peer_model(ctx: ApiContext, *, multilingual: bool) -> str | None:
     assert ctx.catalog is not None
     if not multilingual or ctx.catalog.default.multilingual:
         return None
-    return next((m.id for m in ctx.catalog if m.multilingual), None)
+    model = ctx.catalog.first_multilingual
+    return None if model is None else model.id
 
 
 def _fields(**values: str | None) -> dict[str, list[str]]:

@@ -50,7 +50,12 @@ class Catalog:
         first multilingual model served (the default if none is: validation says why)."""
         if self.default.multilingual or languages.english_only_serves:
             return self.default
-        return next((model for model in self.models if model.multilingual), self.default)
+        return self.first_multilingual or self.default
+
+    @property
+    def first_multilingual(self) -> ModelInfo | None:
+        """The first served model that is not English-only, if any."""
+        return next((model for model in self.models if model.multilingual), None)
 
     def get(self, name: str | None, languages: LanguageRule = ANY_LANGUAGE) -> ModelInfo | None:
         """The model ``name`` means (None, "" and ``whisper-1``: :meth:`default_for` the
