@@ -9,9 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from asrserve.engine.base import (
+    NEVER,
     Capabilities,
     ChunkInput,
     Engine,
+    Pause,
     RawSegment,
     RawWord,
     Settled,
@@ -85,6 +87,7 @@ class FakeEngine(Engine):
         chunks: Sequence[ChunkInput],
         options: TranscriptionOptions,
         settled: Settled = unheard,
+        pause: Pause = NEVER,
     ) -> list[list[RawSegment]]:
         self.entered.set()
         self.gate.wait(10)

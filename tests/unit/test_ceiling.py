@@ -19,7 +19,7 @@ from asrserve.bench.ceiling_layout import (
     window_batches,
 )
 from asrserve.bench.runner import report
-from asrserve.engine.base import ChunkInput, Engine, RawSegment, Settled, unheard
+from asrserve.engine.base import NEVER, ChunkInput, Engine, Pause, RawSegment, Settled, unheard
 from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine
@@ -38,6 +38,7 @@ class WindowEngine(FakeEngine):
         chunks: Sequence[ChunkInput],
         options: TranscriptionOptions,
         settled: Settled = unheard,
+        pause: Pause = NEVER,
     ) -> list[list[RawSegment]]:
         self.seen.append([(c.features.shape[-1], c.duration) for c in chunks])
         self.beams.add(options.beam_size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asrserve.engine.base import ChunkInput, RawSegment
+from asrserve.engine.base import ChunkInput, Pause, RawSegment
 from asrserve.engine.fallback import (
     TEMPERATURES,
     Attempt,
@@ -164,3 +164,44 @@ def test_a_chunk_without_rescue_gets_one_try_and_no_text_if_it_loops() -> None:
     )
     assert decoder.calls == [([0, 1], 0.0)]
     assert [[s.text for s in segments] for segments in out] == [[], ["fine"]]
+
+
+class PauseAfter(Pause):
+    """Due once ``passes`` passes have asked; keeps what it is handed."""
+
+    def __init__(self, passes: int) -> None:
+        self.asked, self.passes = 0, passes
+        self.kept: dict[int, ChunkInput] = {}
+
+    def due(self) -> bool:
+        self.asked += 1
+        return self.asked >= self.passes
+
+    def keep(self, index: int, chunk: ChunkInput) -> None:
+        self.kept[index] = chunk
+
+
+def test_a_pause_between_passes_hands_back_windows_that_resume_where_they_stopped() -> None:
+    decoder = ScriptedDecoder({0: ["fine"], 1: [LOOP, "fixed"], 2: [LOOP, LOOP, "late"]})
+    counts, pause = FallbackCounts(), PauseAfter(1)
+    first = decode_all(
+        [_keyed(0), _keyed(1), _keyed(2)], TEMPERATURES, decoder, _widen, counts, pause=pause
+    )
+    assert [[s.text for s in segments] for segments in first] == [["fine"], [], []]
+    assert sorted(pause.kept) == [1, 2]
+    resumed = decode_all([pause.kept[1], pause.kept[2]], TEMPERATURES, decoder, _widen, counts)
+    # the passes are those of one uninterrupted call, split where the pause came
+    assert decoder.calls == [([0, 1, 2], 0.0), ([1, 2], 0.2), ([2], 0.4)]
+    assert [[s.text for s in segments] for segments in resumed] == [["fixed"], ["late"]]
+    assert counts == FallbackCounts(windows=3, retried=2, decodes={0.0: 3, 0.2: 2, 0.4: 1})
+
+
+def test_a_resumed_window_keeps_whispers_best_of_all_its_tries() -> None:
+    scores = [-0.875, -0.25, -0.5, -0.625, -0.75, -0.8125]  # all loop; the second scores best
+    tries = [_attempt(LOOP, t, logprob=p) for t, p in zip(TEMPERATURES, scores, strict=True)]
+    decoder = lambda chunks, t: [tries[TEMPERATURES.index(t)] for _ in chunks]  # noqa: E731
+    pause = PauseAfter(3)
+    decode_all([_keyed(0)], TEMPERATURES, decoder, _widen, pause=pause)
+    [kept] = decode_all([pause.kept[0]], TEMPERATURES, decoder, _widen)
+    assert pause.kept[0].rung == 3
+    assert [(s.temperature, s.avg_logprob) for s in kept] == [(0.2, -0.25)]

@@ -16,7 +16,7 @@ import pytest
 from asrserve.audio.decode import decode
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
-from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard
+from asrserve.engine.base import NEVER, ChunkInput, Pause, RawSegment, Settled, unheard
 from asrserve.errors import QuotaExceeded
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.live.decoder import LiveDecoder
@@ -178,8 +178,9 @@ class ScriptedEngine(FakeEngine):
         chunks: Sequence[ChunkInput],
         options: TranscriptionOptions,
         settled: Settled = unheard,
+        pause: Pause = NEVER,
     ) -> list[list[RawSegment]]:
-        super().transcribe_batch(chunks, options, settled)
+        super().transcribe_batch(chunks, options, settled, pause)
         return [[raw_segment(0.0, c.duration, " " + self.script.pop(0))] for c in chunks]
 
 

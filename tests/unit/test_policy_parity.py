@@ -19,10 +19,12 @@ from asrserve.batcher.device import Device
 from asrserve.batcher.policies import POLICIES
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.engine.base import (
+    NEVER,
     SAMPLING_RATE,
     Capabilities,
     ChunkInput,
     Engine,
+    Pause,
     RawSegment,
     Settled,
     unheard,
@@ -72,6 +74,7 @@ class StepEngine(Engine):
         chunks: Sequence[ChunkInput],
         options: TranscriptionOptions,
         settled: Settled = unheard,
+        pause: Pause = NEVER,
     ) -> list[list[RawSegment]]:
         self._call(list(chunks))
         return [[] for _ in chunks]

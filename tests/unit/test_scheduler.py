@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ from asrserve.batcher.device import Device, RunTimeout
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
 from asrserve.batcher.work import WorkItem
-from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard
+from asrserve.engine.base import NEVER, ChunkInput, Pause, RawSegment, Settled, unheard
+from asrserve.engine.fallback import TEMPERATURES, Attempt, decode_all
 from asrserve.errors import DeadlineExceeded
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
@@ -279,11 +281,12 @@ class HangingEngine(FakeEngine):
         chunks: Sequence[ChunkInput],
         options: TranscriptionOptions,
         settled: Settled = unheard,
+        pause: Pause = NEVER,
     ) -> list[list[RawSegment]]:
         if any(abs(c.duration - 7.77) < 0.01 for c in chunks):
             self.hung.set()
             self.release.wait(10)
-        return super().transcribe_batch(chunks, options, settled)
+        return super().transcribe_batch(chunks, options, settled, pause)
 
 
 class SettlingEngine(FakeEngine):
@@ -299,8 +302,9 @@ class SettlingEngine(FakeEngine):
         chunks: Sequence[ChunkInput],
         options: TranscriptionOptions,
         settled: Settled = unheard,
+        pause: Pause = NEVER,
     ) -> list[list[RawSegment]]:
-        results = super().transcribe_batch(chunks, options, settled)
+        results = super().transcribe_batch(chunks, options, settled, pause)
         settled(0, results[0])
         if len(chunks) > 1:
             self.release.wait(10)
@@ -397,3 +401,62 @@ def test_a_tenants_live_work_past_its_share_waits_behind_anothers_request() -> N
     config = SchedulerConfig("greedy", max_batch_size=1, live_below=Priority.INTERACTIVE)
     engine = run(config, body)
     assert engine.batches == [[1.0], [3.0], [2.0]]
+
+
+LOOP = " go home go home go home"
+
+
+class LoopingEngine(FakeEngine):
+    """Windows of 9 s loop at temperatures 0 and 0.2 and pass at 0.4 (a looping file's
+    fallback); others pass at once. Each fallback pass is one entry of ``batches``."""
+
+    def transcribe_batch(
+        self,
+        chunks: Sequence[ChunkInput],
+        options: TranscriptionOptions,
+        settled: Settled = unheard,
+        pause: Pause = NEVER,
+    ) -> list[list[RawSegment]]:
+        return decode_all(chunks, TEMPERATURES, self._pass, lambda c: None, None, settled, pause)
+
+    def _pass(self, chunks: list[ChunkInput], temperature: float) -> list[Attempt]:
+        [segments] = [super().transcribe_batch(chunks, OPTS)]
+        loops = [c.duration == 9.0 and temperature < 0.4 for c in chunks]
+        return [
+            Attempt(
+                [replace(s[0], text=" go home go home go home" if loop else s[0].text)], temperature
+            )
+            for s, loop in zip(segments, loops, strict=True)
+        ]
+
+
+def fallback_passes(other_tenant: str, other_priority: int) -> list[list[float]]:
+    """The passes run when a 9 s window of tenant a loops, and another window (of
+    ``other_tenant`` at ``other_priority``) arrives during its first pass."""
+
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        engine.gate.clear()
+        looping = s.submit_chunks("job_a", Priority.ASYNC, OPTS, [chunk(9.0)], tenant="a")
+        await busy(engine)
+        clock.advance(5.0)  # the first pass's device time, charged to a when it ends
+        other = s.submit_chunks("job_b", other_priority, OPTS, [chunk(1.0)], tenant=other_tenant)
+        await settle()
+        engine.gate.set()
+        [kept] = await asyncio.gather(*looping)
+        assert [(seg.text, seg.temperature) for seg in kept] == [(" 9.0", 0.4)]
+        await asyncio.gather(*other)
+
+    return run(SchedulerConfig("greedy", max_batch_size=1), body, LoopingEngine()).batches
+
+
+def test_a_looping_window_gives_the_device_up_to_another_tenant_between_fallback_passes() -> None:
+    """Issue 42: a looping file held the device for all its fallback passes at once."""
+    assert fallback_passes("b", Priority.ASYNC) == [[9.0], [1.0], [9.0], [9.0]]
+
+
+def test_a_looping_window_gives_the_device_up_to_a_better_class_of_its_own_tenant() -> None:
+    assert fallback_passes("a", Priority.INTERACTIVE) == [[9.0], [1.0], [9.0], [9.0]]
+
+
+def test_a_looping_window_keeps_the_device_against_its_own_tenants_equal_work() -> None:
+    assert fallback_passes("a", Priority.ASYNC) == [[9.0], [9.0], [9.0], [1.0]]

@@ -89,3 +89,14 @@ class Device:
             future.cancel()
             raise RunTimeout(f"the engine ran past {timeout:.0f} s on {self.name} (hung)")
         return future.result()
+
+
+def on_loaded(engine: Engine, call: Callable[..., Any]) -> Callable[..., Any]:
+    """``call`` (one of ``engine``'s methods), after loading the engine's weights again if
+    they were released for idleness."""
+
+    def run(*args: Any) -> Any:
+        engine.ensure_loaded()
+        return call(*args)
+
+    return run

@@ -13,6 +13,7 @@ moves futures.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import itertools
 import logging
@@ -26,17 +27,17 @@ import numpy as np
 from asrserve.batcher.clock import Clock, MonotonicClock
 from asrserve.batcher.cost import MeasuredCost
 from asrserve.batcher.curve import CostCurves
-from asrserve.batcher.device import Device, RunTimeout
+from asrserve.batcher.device import Device, RunTimeout, on_loaded
 from asrserve.batcher.policies import PolicyConfig, get_policy
 from asrserve.batcher.policies.fill import FILL_SHARE, RIDE_SHARE, ArrivalRate, Load
 from asrserve.batcher.residency import Residency
 from asrserve.batcher.shares import NOBODY, DeviceShares
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
 from asrserve.batcher.work import WorkItem
+from asrserve.batcher.yielding import Paused, Wanted
 from asrserve.engine.base import (
     FRAMES_PER_SECOND,
     ChunkInput,
-    Engine,
     RawSegment,
 )
 from asrserve.errors import DeadlineExceeded
@@ -330,7 +331,7 @@ class Scheduler:
                 assert audio is not None
                 timeout = self.run_timeout(batch)
                 engine = device.engine_for(options.model)
-                run = _on(engine, engine.transcribe)
+                run = on_loaded(engine, engine.transcribe)
                 outputs: list[Any] = [await device.run(self.clock, timeout, run, audio, options)]
             else:
                 outputs = await self._run_chunks(device, batch)
@@ -383,10 +384,21 @@ class Scheduler:
         for item, output in zip(batch, outputs, strict=True):
             if item.future.done():
                 continue
-            if isinstance(output, BaseException):
+            if isinstance(output, Paused):
+                self._resume(item, output.chunk)
+            elif isinstance(output, BaseException):
                 item.future.set_exception(output)
             else:
                 item.future.set_result(output)
+
+    def _resume(self, item: WorkItem, chunk: ChunkInput) -> None:
+        """A window paused between fallback passes waits again, as it was (its rank, its
+        deadline, its caller's future), to resume at its next rung."""
+        resumed = dataclasses.replace(item, chunk=chunk)
+        self._pending.append(resumed)
+        resumed.future.add_done_callback(functools.partial(self._given_up, resumed))
+        self.stats.queued(resumed.priority, resumed.duration, +1)
+        self._arrival.set()
 
     def _ran(self, batch: Sequence[WorkItem], finished: float) -> None:
         """What a finished batch tells the policy: online or foreground work just ran."""
@@ -405,12 +417,13 @@ class Scheduler:
             return list(await device.run(self.clock, timeout, device.speakers.embed, banks))
         engine = device.engine_for(options.model)
         if options.task is Task.DETECT:
-            detect = _on(engine, engine.detect_language)
+            detect = on_loaded(engine, engine.detect_language)
             features = [chunk.features for chunk in chunks]
             among = options.languages
             return list(await device.run(self.clock, timeout, detect, features, among))
-        run = _on(engine, engine.transcribe_batch)
+        run = on_loaded(engine, engine.transcribe_batch)
         loop = asyncio.get_running_loop()
+        pause = Wanted(batch, lambda: self._pending)
 
         def settled(index: int, segments: list[Any]) -> None:
             # a chunk final while the others of its batch are decoded again: its caller
@@ -418,7 +431,8 @@ class Scheduler:
             loop.call_soon_threadsafe(_resolve, batch[index].future, segments)
 
         try:
-            return list(await device.run(self.clock, timeout, run, chunks, options, settled))
+            outputs = await device.run(self.clock, timeout, run, chunks, options, settled, pause)
+            return pause.outputs(outputs)
         except RunTimeout:
             raise  # running its chunks again one by one would hang the device again
         except Exception:
@@ -475,14 +489,3 @@ def _clip(bank: np.ndarray) -> ChunkInput:
 def _resolve(future: asyncio.Future[Any], result: Any) -> None:
     if not future.done():
         future.set_result(result)
-
-
-def _on(engine: Engine, call: Callable[..., Any]) -> Callable[..., Any]:
-    """``call`` (one of ``engine``'s methods), after loading the engine's weights again if
-    they were released for idleness."""
-
-    def run(*args: Any) -> Any:
-        engine.ensure_loaded()
-        return call(*args)
-
-    return run

@@ -74,6 +74,10 @@ class ChunkInput:
     # engine's rescue); False: it comes back empty instead, for a live interim that a newer
     # window soon replaces, where the rescue would cost more than the interim is worth.
     rescue_loops: bool = True
+    # Where a window paused between fallback passes resumes (``Pause``): the rung of the
+    # temperature ladder it is tried at next, and its tries so far (the engine's own).
+    rung: int = 0
+    tries: tuple[object, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,23 @@ def unheard(index: int, segments: list[RawSegment]) -> None:
     """A :data:`Settled` that nobody listens to."""
 
 
+class Pause:
+    """Asked between a batch's fallback passes whether the batch should give its device up
+    (work that ranks before it is waiting); this one never asks it to. A scheduler's own
+    :meth:`due` may say yes: the engine then hands each unfinished chunk to :meth:`keep`, as
+    a chunk that resumes where it stopped, and returns it without segments."""
+
+    def due(self) -> bool:
+        return False
+
+    def keep(self, index: int, chunk: ChunkInput) -> None:
+        """The ``index``-th chunk of the batch paused; ``chunk`` resumes it in a later pass."""
+        raise NotImplementedError("a pause that is never due keeps nothing")
+
+
+NEVER = Pause()
+
+
 class Engine(ABC):
     """A loaded model replica on one device. Methods block; callers run them off the loop."""
 
@@ -157,10 +178,13 @@ class Engine(ABC):
         chunks: Sequence[ChunkInput],
         options: TranscriptionOptions,
         settled: Settled = unheard,
+        pause: Pause = NEVER,
     ) -> list[list[RawSegment]]:
         """One batched encode + generate over chunks that share decoding options. An engine
         may tell ``settled`` a chunk's result as soon as it is final, while others of the
-        batch are still being decoded (again); the list returned is every chunk's."""
+        batch are still being decoded (again); the list returned is every chunk's. Between
+        fallback passes it asks ``pause`` whether to stop; a chunk it hands to
+        ``pause.keep`` comes back without segments (its result is a later pass's)."""
 
     @abstractmethod
     def transcribe(self, audio: np.ndarray, options: TranscriptionOptions) -> Transcript:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from asrserve.engine.base import ChunkInput, RawSegment, Settled, unheard
+from asrserve.engine.base import NEVER, ChunkInput, Pause, RawSegment, Settled, unheard
 
 TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 PROMPT_RESET_TEMPERATURE = 0.5  # past it, a try is not conditioned on the text before it
@@ -165,6 +165,7 @@ def decode_all(
     widen: Callable[[ChunkInput], ChunkInput | None],
     counts: FallbackCounts | None = None,
     settled: Settled = unheard,
+    pause: Pause = NEVER,
 ) -> list[list[RawSegment]]:
     """Every chunk decoded with the fallback: all at ``ladder[0]`` in one ``decode`` call;
     then the chunks whose try failed, and only those, together at the next temperature,
@@ -173,13 +174,23 @@ def decode_all(
     again at the same temperature there: on a short window Whisper sometimes loops on its
     first sentence. A chunk that asks for no rescue (a live interim) gets one try, and comes
     back without segments if it loops. ``counts`` adds up what it did; ``settled`` hears
-    each chunk's result once its tries are over, before the slower ones' end."""
+    each chunk's result once its tries are over, before the slower ones' end.
+
+    Between passes, ``pause`` may say the device is wanted: each chunk still being tried
+    then goes to ``pause.keep`` as a chunk that resumes at its next rung with its tries so
+    far (a chunk's ``rung`` and ``tries``, where this call starts it), and comes back empty."""
     counts = FallbackCounts() if counts is None else counts
-    tries: list[list[Attempt]] = [[] for _ in chunks]
+    tries: list[list[Attempt]] = [_earlier(chunk) for chunk in chunks]
     results: list[list[RawSegment]] = [[] for _ in chunks]
     windows = list(chunks)
-    step = dict.fromkeys(range(len(chunks)), 0)  # chunk -> its next rung of the ladder
+    step = {index: chunk.rung for index, chunk in enumerate(chunks)}  # its next rung
+    done: list[int] = []  # the chunks whose tries are over
+    ran = False
     while step:
+        if ran and pause.due():
+            for index, rung in step.items():
+                pause.keep(index, replace(windows[index], rung=rung, tries=tuple(tries[index])))
+            break
         rung = min(step.values())
         todo = [index for index, at in step.items() if at == rung]
         decoded = decode([windows[i] for i in todo], ladder[rung])
@@ -195,12 +206,19 @@ def decode_all(
                 elif rung + 1 < len(ladder):
                     step[index] = rung + 1
             if index not in step:
+                done.append(index)
                 results[index] = _kept(chunks[index], tries[index])
                 if step:  # others go on: this one need not wait for them
                     settled(index, results[index])
-    counts.windows += len(chunks)
-    counts.retried += sum(len(attempts) > 1 for attempts in tries)
+        ran = True  # from here on, the device may be given up between passes
+    counts.windows += len(done)
+    counts.retried += sum(len(tries[index]) > 1 for index in done)
     return results
+
+
+def _earlier(chunk: ChunkInput) -> list[Attempt]:
+    """A resumed chunk's tries so far (those of the passes before it paused)."""
+    return [attempt for attempt in chunk.tries if isinstance(attempt, Attempt)]
 
 
 def _kept(chunk: ChunkInput, attempts: Sequence[Attempt]) -> list[RawSegment]:

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asrserve.engine.base import (
+    NEVER,
     Capabilities,
     ChunkInput,
     Engine,
     ModelNotFoundError,
+    Pause,
     RawSegment,
     RawWord,
     Settled,
@@ -200,6 +202,7 @@ class FasterWhisperEngine(Engine):
         chunks: Sequence[ChunkInput],
         options: TranscriptionOptions,
         settled: Settled = unheard,
+        pause: Pause = NEVER,
     ) -> list[list[RawSegment]]:
         """Every chunk decoded, with Whisper's temperature fallback (``fallback.decode_all``):
         the windows that fail its thresholds, and only those, are decoded again together,
@@ -212,6 +215,7 @@ class FasterWhisperEngine(Engine):
             full_window,
             self.fallback_counts,
             settled,
+            pause,
         )
         if options.logprobs or len(chunks) >= LARGE_BATCH:
             trim()

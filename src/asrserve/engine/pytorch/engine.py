@@ -22,9 +22,11 @@ import numpy as np
 
 from asrserve.engine.base import (
     FRAMES_PER_SECOND,
+    NEVER,
     Capabilities,
     ChunkInput,
     Engine,
+    Pause,
     RawSegment,
     Settled,
     unheard,
@@ -159,6 +161,7 @@ class TransformersEngine(Engine):
         chunks: Sequence[ChunkInput],
         options: TranscriptionOptions,
         settled: Settled = unheard,
+        pause: Pause = NEVER,
     ) -> list[list[RawSegment]]:
         return decode_all(
             chunks,
@@ -167,6 +170,7 @@ class TransformersEngine(Engine):
             full_window,
             self.fallback_counts,
             settled,
+            pause,
         )
 
     def _decode(
