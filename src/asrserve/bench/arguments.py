@@ -12,6 +12,7 @@ from typing import TypeVar
 from asrserve.bench.ceiling import BATCH_SIZES, WINDOW_MODES
 from asrserve.bench.ceiling_layout import DEFAULT_REPEATS
 from asrserve.bench.engines import engine_names
+from asrserve.bench.hostile import ATTACKS
 from asrserve.bench.runner import BASELINES
 
 T = TypeVar("T")
@@ -195,8 +196,8 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     )
     bench.add_argument(
         "--attacks",
-        default="flood,events,live,batches,tags",
-        help="--hostile: the attacks to run (default: all)",
+        default=",".join(ATTACKS),
+        help=f"--hostile: the attacks to run (default: all, {','.join(ATTACKS)})",
     )
     bench.add_argument(
         "--distributed",

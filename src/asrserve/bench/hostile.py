@@ -11,7 +11,10 @@ again while the other tenant attacks with every item of the second hostile revie
   every second (issue 42's finding: 14.5× an honest key's p95);
 - ``batches``: files of 8 MiB of blank lines and one request, batched over and over, and
   2000-line batches created and cancelled;
-- ``tags``: MP3s behind 135 MB of cover pictures (refused by the probe, 413).
+- ``tags``: MP3s behind 135 MB of cover pictures (refused by the probe, 413);
+- ``loops``: synchronous transcriptions of 60 s of one sentence said over and over (a
+  corpus file's first 3 s, tiled), which Whisper loops on at temperature 0, so each of its
+  windows runs the whole fallback ladder (issue 42: 5× the device time of other audio).
 
 The report gives the honest tenant's p95 both ways and their ratio (the target: 1.5×),
 and what each attack was answered (status counts): a test would time it, this measures it.
@@ -53,7 +56,9 @@ SPEAKING_SESSIONS = 2  # streaming speech at once
 COMMIT_S = 25.0  # a speaking session commits its buffer this often (under the 29 s limit)
 FRAME_S = 0.1  # audio sent per append
 # flood's jobs call the trickle back
-ATTACKS = ("flood", "events", "live", "speech", "batches", "tags")
+ATTACKS = ("flood", "events", "live", "speech", "batches", "tags", "loops")
+LOOP_SENTENCE_S = 3.0  # the start of a corpus file, tiled
+LOOP_TILES = 20
 
 
 def with_pictures(mp3: bytes, pictures: int, picture_bytes: int) -> bytes:
@@ -90,6 +95,7 @@ class Attacker:
         self.answers: Counter[str] = Counter()
         self._jobs: asyncio.Queue[str] = asyncio.Queue()
         self._heavy: bytes | None = None
+        self._looping: bytes | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         every: list[Callable[[httpx.AsyncClient], Awaitable[None]]] = [
@@ -99,6 +105,7 @@ class Attacker:
             *[self.speech] * SPEAKING_SESSIONS,
             self.batches,
             self.tags,
+            self.loops,
         ]
         attacks = [attack for attack in every if attack.__name__ in self.chosen]
         async with httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=60) as c:
@@ -218,6 +225,13 @@ class Attacker:
         files = {"file": ("cover.mp3", self._heavy)}
         self._count("tags", await client.post("/v1/jobs", files=files, data=FIELDS))
 
+    async def loops(self, client: httpx.AsyncClient) -> None:
+        if self._looping is None:
+            self._looping = _looping_wav(self.files[0])
+        files = {"file": ("loop.wav", self._looping)}
+        route = "/v1/audio/transcriptions"
+        self._count("loops", await client.post(route, files=files, data=FIELDS, timeout=None))
+
 
 class Trickle:
     """A webhook receiver that answers one byte every :data:`TRICKLE_S` s, for ever."""
@@ -252,6 +266,25 @@ def _speech_pcm(files: Sequence[AudioFile]) -> bytes:
     samples = np.concatenate([decode(f.path, 3600.0) for f in files])
     pcm: bytes = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
     return pcm
+
+
+def _looping_wav(audio: AudioFile) -> bytes:
+    """The first :data:`LOOP_SENTENCE_S` of ``audio``, :data:`LOOP_TILES` times over, as
+    16 kHz 16-bit WAV."""
+    import io
+    import wave
+
+    from asrserve.audio.decode import decode
+
+    sentence = decode(audio.path, 3600.0)[: int(16_000 * LOOP_SENTENCE_S)]
+    samples = np.tile(np.clip(sentence, -1.0, 1.0), LOOP_TILES)
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16_000)
+        out.writeframes((samples * 32767).astype("<i2").tobytes())
+    return buffer.getvalue()
 
 
 def _silent_mp3() -> bytes:
