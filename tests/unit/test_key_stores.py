@@ -73,6 +73,15 @@ class KeyStoreContract:
         assert run(keys.charge("key_b", "2024-01-01", 1.0, 100.0)) == 1.0  # another key
         assert run(keys.charge("key_b", "2024-01-01", 1e9, float("inf"))) == 1e9 + 1.0
 
+    def test_device_seconds_add_up_per_key_and_day(self, keys: KeyStore, run: Run) -> None:
+        assert run(keys.spent("key_a", "2024-01-01")) == 0.0
+        run(keys.spend({"key_a": 1.5, "key_b": 2.0}, "2024-01-01"))
+        run(keys.spend({"key_a": 0.25}, "2024-01-01"))
+        run(keys.spend({"key_a": 8.0}, "2024-01-02"))
+        assert run(keys.spent("key_a", "2024-01-01")) == 1.75
+        assert run(keys.spent("key_b", "2024-01-01")) == 2.0
+        assert run(keys.spent("key_a", "2024-01-02")) == 8.0
+
     def test_env_keys_installed_once_rotated_and_never_revived(
         self, keys: KeyStore, run: Run
     ) -> None:
@@ -180,6 +189,8 @@ class TestRedisKeyStore(KeyStoreContract):
     def test_usage_expires(self, keys: KeyStore, redis_client: aioredis.Redis, run: Run) -> None:
         run(keys.charge("key_a", "2024-01-01", 1.0, 10.0))
         assert 86400 < run(redis_client.ttl("test:usage:key_a:2024-01-01")) <= 2 * 86400
+        run(keys.spend({"key_a": 1.0}, "2024-01-01"))
+        assert 86400 < run(redis_client.ttl("test:device:key_a:2024-01-01")) <= 2 * 86400
 
 
 def test_env_keys_read_their_files_first(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import hashlib
 import secrets
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +31,7 @@ class ApiKey(BaseModel):
     revoked_at: float | None = None
     rate_limit_rpm: int | None = None  # None: the server's default
     audio_minutes_per_day: float | None = None  # None: the server's default
+    device_seconds_per_day: float | None = None  # None: the server's default
     # Whisper's codes this key may be transcribed in (empty: any), and the language of a
     # request that names none (None: detected, among ``languages``). A record stored before
     # keys had them reads as any language.
@@ -47,6 +49,7 @@ def new_key(
     admin: bool = False,
     rate_limit_rpm: int | None = None,
     audio_minutes_per_day: float | None = None,
+    device_seconds_per_day: float | None = None,
     languages: LanguageRule = ANY_LANGUAGE,
 ) -> tuple[str, ApiKey]:
     """A fresh secret and its record (which does not contain it)."""
@@ -57,6 +60,7 @@ def new_key(
         admin=admin,
         rate_limit_rpm=rate_limit_rpm,
         audio_minutes_per_day=audio_minutes_per_day,
+        device_seconds_per_day=device_seconds_per_day,
         languages=languages,
     )
     return secret, key
@@ -69,6 +73,7 @@ def key_for(
     admin: bool = False,
     rate_limit_rpm: int | None = None,
     audio_minutes_per_day: float | None = None,
+    device_seconds_per_day: float | None = None,
     languages: LanguageRule = ANY_LANGUAGE,
 ) -> ApiKey:
     """The record of a key whose secret is ``secret`` (made here, or given by an operator)."""
@@ -80,6 +85,7 @@ def key_for(
         hint=secret[: len(PREFIX) + 6],
         rate_limit_rpm=rate_limit_rpm,
         audio_minutes_per_day=audio_minutes_per_day,
+        device_seconds_per_day=device_seconds_per_day,
         languages=languages.allowed,
         default_language=languages.default,
     )
@@ -112,6 +118,15 @@ class KeyStore(ABC):
     async def charge(self, key_id: str, day: str, seconds: float, limit: float) -> float | None:
         """Add ``seconds`` of audio to the key's usage on ``day`` if that keeps it within
         ``limit``: the new total, or None (nothing added) when it would not fit."""
+
+    @abstractmethod
+    async def spend(self, spent: Mapping[str, float], day: str) -> None:
+        """Add each key's device seconds (``spent``: key id -> seconds) to its usage on
+        ``day``: what its forward passes took, charged after they ran."""
+
+    @abstractmethod
+    async def spent(self, key_id: str, day: str) -> float:
+        """The device seconds the key's work took on ``day``."""
 
     async def active(self) -> list[ApiKey]:
         return [key for key in await self.all() if key.revoked_at is None]

@@ -27,6 +27,7 @@ class Principal:
     admin: bool
     rate_limit_rpm: int = 0  # 0: none
     audio_minutes_per_day: float = 0.0  # 0: no quota
+    device_seconds_per_day: float = 0.0  # 0: no quota
     languages: LanguageRule = ANY_LANGUAGE  # what its requests may be transcribed in
 
     @property
@@ -54,11 +55,15 @@ class Principal:
         """A key's principal, with the server's defaults where the key sets no limit."""
         rpm = settings.rate_limit_rpm if key.rate_limit_rpm is None else key.rate_limit_rpm
         quota = key.audio_minutes_per_day
+        device = key.device_seconds_per_day
         return cls(
             key_id=key.id,
             admin=key.admin,
             rate_limit_rpm=rpm,
             audio_minutes_per_day=settings.quota_audio_minutes_per_day if quota is None else quota,
+            device_seconds_per_day=(
+                settings.quota_device_seconds_per_day if device is None else device
+            ),
             languages=key.language_rule,
         )
 

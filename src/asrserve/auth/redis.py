@@ -1,4 +1,4 @@
-"""API keys and their daily audio usage in Redis.
+"""API keys and their daily audio and device usage in Redis.
 
 Key layout (``P`` is the deployment's prefix):
 
@@ -8,6 +8,7 @@ Key layout (``P`` is the deployment's prefix):
 - ``P:keys:name:<name>``      the id of the active (not revoked) key with this name
 - ``P:usage:<id>:<day>``      seconds of audio charged to the key that day; expires two days
   after its last charge
+- ``P:device:<id>:<day>``     device seconds its forward passes took that day; the same expiry
 
 Keys never expire.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
@@ -130,3 +132,17 @@ class RedisKeyStore(KeyStore):
             keys=[counter], args=[_number(seconds), _number(limit), USAGE_TTL_S]
         )
         return None if total is None else float(total)
+
+    def _device(self, key_id: str, day: str) -> str:
+        return f"{self._p}:device:{key_id}:{day}"
+
+    async def spend(self, spent: Mapping[str, float], day: str) -> None:
+        async with self._client.pipeline(transaction=False) as pipe:
+            for key_id, seconds in spent.items():
+                pipe.incrbyfloat(self._device(key_id, day), seconds)
+                pipe.expire(self._device(key_id, day), USAGE_TTL_S)
+            await pipe.execute()
+
+    async def spent(self, key_id: str, day: str) -> float:
+        value: Raw | None = await self._client.get(self._device(key_id, day))
+        return 0.0 if value is None else float(value)

@@ -1,9 +1,10 @@
-"""API keys and their daily audio usage in the service's SQLite database."""
+"""API keys and their daily audio and device usage in the service's SQLite database."""
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Mapping
 
 from asrserve.auth.keys import ApiKey, DuplicateName, KeyStore
 from asrserve.backends.sqlite import Database
@@ -20,6 +21,12 @@ CREATE TABLE IF NOT EXISTS key_usage (
     key_id TEXT NOT NULL,
     day TEXT NOT NULL,
     audio_s REAL NOT NULL,
+    PRIMARY KEY (key_id, day)
+);
+CREATE TABLE IF NOT EXISTS key_device_usage (
+    key_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    device_s REAL NOT NULL,
     PRIMARY KEY (key_id, day)
 );
 """
@@ -96,3 +103,21 @@ class SqliteKeyStore(KeyStore):
             return total
 
         return await self._db.run(tx)
+
+    async def spend(self, spent: Mapping[str, float], day: str) -> None:
+        rows = [(key_id, day, seconds) for key_id, seconds in spent.items()]
+        await self._db.run(
+            lambda c: c.executemany(
+                "INSERT INTO key_device_usage VALUES (?, ?, ?) ON CONFLICT (key_id, day)"
+                " DO UPDATE SET device_s = device_s + excluded.device_s",
+                rows,
+            )
+        )
+
+    async def spent(self, key_id: str, day: str) -> float:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT device_s FROM key_device_usage WHERE key_id = ? AND day = ?", (key_id, day)
+            ).fetchone()
+        )
+        return 0.0 if row is None else float(row["device_s"])

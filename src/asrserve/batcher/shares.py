@@ -9,7 +9,7 @@ a half-life of :data:`HALF_LIFE_S`, so it says what the tenant took lately, not 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 HALF_LIFE_S = 10.0
@@ -20,6 +20,8 @@ NOBODY = ""  # the tenant of work no key sent (auth off): one tenant, no fairnes
 class DeviceShares:
     half_life: float = HALF_LIFE_S
     _accounts: dict[str, tuple[float, float]] = field(default_factory=dict)  # (s, as of)
+    # told each charge (the tenant, its device seconds) as it is made: a daily meter
+    listeners: list[Callable[[str, float], None]] = field(default_factory=list)
 
     def charge(
         self, tenants: Sequence[str], frames: Sequence[int], seconds: float, now: float
@@ -30,7 +32,10 @@ class DeviceShares:
         if total <= 0 or seconds <= 0:
             return
         for tenant, held in zip(tenants, frames, strict=True):
-            self._accounts[tenant] = (self.used(tenant, now) + seconds * held / total, now)
+            share = seconds * held / total
+            self._accounts[tenant] = (self.used(tenant, now) + share, now)
+            for listener in self.listeners:
+                listener(tenant, share)
 
     def used(self, tenant: str, now: float) -> float:
         """Device seconds ``tenant`` took lately (decayed to ``now``)."""

@@ -44,6 +44,11 @@ def add_arguments(keys: argparse.ArgumentParser) -> None:
     create.add_argument("--rpm", type=int, help="requests per minute (default: server's)")
     create.add_argument("--audio-minutes-per-day", type=float, help="daily audio quota")
     create.add_argument(
+        "--device-seconds-per-day",
+        type=float,
+        help="daily quota of device time its forward passes take (default: server's)",
+    )
+    create.add_argument(
         "--languages", help="the only languages its requests may be in, e.g. en,de (default: any)"
     )
     create.add_argument(
@@ -146,6 +151,7 @@ async def _create(store: KeyStore, args: argparse.Namespace) -> int:
         admin=args.admin,
         rate_limit_rpm=args.rpm,
         audio_minutes_per_day=args.audio_minutes_per_day,
+        device_seconds_per_day=args.device_seconds_per_day,
         languages=languages,
     )
     try:

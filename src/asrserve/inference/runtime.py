@@ -31,6 +31,7 @@ from asrserve.errors import StoreUnavailable
 from asrserve.inference.calibration import calibrate
 from asrserve.inference.consumer import Consumer, Lane
 from asrserve.inference.cpu_split import cpu_seconds
+from asrserve.inference.device_meter import DeviceMeter
 from asrserve.inference.preprocess_stats import PreprocessStats, bound
 from asrserve.inference.priority_pool import PriorityPool
 from asrserve.jobs.models import Job, Priority
@@ -57,6 +58,7 @@ class Inference:
     consumer: Consumer
     executors: list[PriorityPool]
     preprocessing: PreprocessStats
+    meter: DeviceMeter  # each key's device seconds, to its daily usage
     calibration: str = "off"  # how the cost curves were seeded: stored, measured, off, unneeded
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
@@ -118,6 +120,7 @@ class Inference:
         await cancel_all([self.tasks["consumer"]], STOP_BOUND_S)
         await self.consumer.drain(self.settings.shutdown_grace_s)
         left = await cancel_all(self.tasks.values(), STOP_BOUND_S)
+        await self.meter.flush()
         if left:
             log.error("stopping inference: %s did not end", ", ".join(t.get_name() for t in left))
         self.scheduler.close()
@@ -135,6 +138,8 @@ async def start_inference(
     cap_ffmpeg_allocations()  # this process decodes jobs' audio (audio/allocations.py)
     replicas = await asyncio.to_thread(engine_factory, settings)
     scheduler = _scheduler(settings, replicas, metrics, recorder)
+    meter = DeviceMeter(backend.keys)
+    scheduler.shares.listeners.append(meter.charged)
     calibration = await _calibrate(settings, scheduler)
     catalog = Catalog.of(
         [
@@ -180,7 +185,14 @@ async def start_inference(
     recovered = await consumer.durably("recover", backend.queue.recover)
     await consumer.durably("requeue", functools.partial(requeue_lost, backend))
     inference = Inference(
-        settings, catalog, scheduler, consumer, [preprocess, offline], preprocessing, calibration
+        settings,
+        catalog,
+        scheduler,
+        consumer,
+        [preprocess, offline],
+        preprocessing,
+        meter,
+        calibration,
     )
     inference.tasks = {
         "scheduler": asyncio.create_task(scheduler.run(), name="scheduler"),

@@ -34,3 +34,11 @@ class AdmissionSettings(BaseModel):
         description="Audio minutes per UTC day per API key (0: no quota; a key's own"
         " `--audio-minutes-per-day` wins).",
     )
+    quota_device_seconds_per_day: float = Field(
+        0.0,
+        ge=0,
+        description="Device seconds per UTC day per API key: what its forward passes took,"
+        " fallback passes and live interims included, charged after each pass; new work is"
+        " refused once it is used up (0: no quota; a key's own `--device-seconds-per-day`"
+        " wins).",
+    )

@@ -1,0 +1,103 @@
+"""The daily quota in device seconds: each pass's share metered to its key's usage, and new
+work of a key whose device seconds are used up refused (real SQLite key store)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asrserve.auth.keys import KeyStore
+from asrserve.auth.principal import Principal
+from asrserve.auth.quota import charge
+from asrserve.auth.sqlite import SqliteKeyStore
+from asrserve.backends.sqlite import Database
+from asrserve.batcher.clock import ManualClock
+from asrserve.batcher.device import Device
+from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
+from asrserve.cli.main import main
+from asrserve.engine.base import ChunkInput
+from asrserve.errors import QuotaExceeded
+from asrserve.inference.device_meter import DeviceMeter, utc_day
+from asrserve.jobs.models import Priority, TranscriptionOptions
+from asrserve.settings import Settings
+from tests.support.fakes import FakeEngine
+from tests.support.loop import Run
+
+DAY = "2026-12-06"
+OPTIONS = TranscriptionOptions()
+
+
+@pytest.fixture
+def keys(database: Database) -> KeyStore:
+    return SqliteKeyStore(database)
+
+
+def test_each_pass_is_metered_to_its_keys_by_their_windows(keys: KeyStore, run: Run) -> None:
+    """A 3 s pass over two windows of a and one of b, then a 1 s pass over one of b and one
+    of no key: a took 2 s, b 1 + 0.5 s, and work of no key is not metered."""
+    engine = FakeEngine()
+    passes = [([("a", 1000), ("a", 1000), ("b", 1000)], 3.0), ([("b", 100), ("", 100)], 1.0)]
+
+    async def main() -> None:
+        clock = ManualClock()
+        scheduler = Scheduler([Device.of("0", engine)], SchedulerConfig("greedy"), clock=clock)
+        meter = DeviceMeter(keys, today=lambda: DAY)
+        scheduler.shares.listeners.append(meter.charged)
+        loops = asyncio.create_task(scheduler.run())
+        try:
+            for windows, seconds in passes:
+                engine.gate.clear()
+                engine.entered.clear()
+                futures = [
+                    future
+                    for tenant, frames in windows
+                    for future in scheduler.submit_chunks(
+                        "job", Priority.ASYNC, OPTIONS, [_window(frames)], tenant=tenant
+                    )
+                ]
+                assert await asyncio.to_thread(engine.entered.wait, 5)
+                clock.advance(seconds)  # the pass's device time
+                engine.gate.set()
+                await asyncio.gather(*futures)
+            await meter.flush()
+        finally:
+            loops.cancel()
+            await asyncio.gather(loops, return_exceptions=True)
+            scheduler.close()
+
+    run(main())
+    assert [len(batch) for batch in engine.batches] == [3, 2]
+    spent = [run(keys.spent(tenant, DAY)) for tenant in ("a", "b", "")]
+    assert spent == pytest.approx([2.0, 1.5, 0.0])
+
+
+def _window(frames: int) -> ChunkInput:
+    return ChunkInput(np.zeros((1, frames), dtype=np.float32), 0.0, frames / 100)
+
+
+def test_a_key_whose_device_seconds_are_used_up_gets_no_new_work(keys: KeyStore, run: Run) -> None:
+    principal = Principal("key_a", admin=False, audio_minutes_per_day=10, device_seconds_per_day=5)
+    run(keys.spend({"key_a": 4.5}, utc_day()))
+    run(charge(keys, principal, 30.0))  # 4.5 s of 5 used: the request is taken
+    run(keys.spend({"key_a": 0.5}, utc_day()))
+    with pytest.raises(QuotaExceeded, match="daily quota of 5 device seconds is used up"):
+        run(charge(keys, principal, 30.0))
+    assert run(keys.charge("key_a", utc_day(), 0.0, 600.0)) == 30.0  # the refused one: no audio
+
+
+def test_the_keys_command_sets_a_keys_device_quota_over_the_servers(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    create = ["keys", "create", "--data-dir", str(data), "--name"]
+    assert main([*create, "metered", "--device-seconds-per-day", "90"]) == 0
+    assert main([*create, "default"]) == 0
+    settings = Settings(data_dir=data, quota_device_seconds_per_day=3600)
+    db = Database(settings.db_path)
+    try:
+        stored = asyncio.run(SqliteKeyStore(db).all())
+    finally:
+        db.close()
+    quotas = {key.name: Principal.of(key, settings).device_seconds_per_day for key in stored}
+    assert quotas == {"metered": 90.0, "default": 3600.0}
