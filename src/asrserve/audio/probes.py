@@ -7,7 +7,10 @@ not their sum. So intake opens an upload first here: ``processes`` probe process
 more address space. A file whose opening needs more fails its probe
 (``audio_metadata_too_large``) there, in memory the server never shares; one that passes
 needs no more where it is decoded later. The sum across concurrent uploads is
-``processes × memory_bytes`` whatever they hold: further probes wait for a free process.
+``processes × memory_bytes`` whatever they hold: further probes wait for a free process,
+and a freed process goes to the waiting tenant (API key) holding the fewest now, then to the
+one served least recently (:class:`FairSlots`), so one key's queue of uploads does not hold
+another key's one upload behind all of it.
 
 A process speaks one JSON line per request and answer on its pipes; one that dies (the
 OOM killer, a crash inside FFmpeg) fails the probe it was running and is replaced.
@@ -17,8 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import sys
+from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from asrserve.audio import errors
@@ -32,13 +38,14 @@ class Probes:
 
     def __init__(self, processes: int, memory_bytes: int) -> None:
         self._memory_bytes = memory_bytes
-        self._slots = asyncio.Semaphore(processes)
+        self._slots = FairSlots(processes)
         self._idle: list[asyncio.subprocess.Process] = []
         self._all: set[asyncio.subprocess.Process] = set()
 
-    async def probe(self, path: Path, max_seconds: float) -> float | None:
-        """:func:`asrserve.audio.decode.probe` of ``path``, in a probe process."""
-        async with self._slots:
+    async def probe(self, path: Path, max_seconds: float, tenant: str = "") -> float | None:
+        """:func:`asrserve.audio.decode.probe` of ``path``, in a probe process, for
+        ``tenant`` (an API key's id; "": no key)."""
+        async with self._slots.held(tenant):
             process = self._idle.pop() if self._idle else await self._start()
             try:
                 answer = await _ask(process, {"path": str(path), "max_seconds": max_seconds})
@@ -71,6 +78,59 @@ class Probes:
             self._drop(process)
             await process.wait()
         self._idle.clear()
+
+
+class FairSlots:
+    """``slots`` held at once; a freed slot goes to the waiting tenant that holds the fewest
+    now, then to the one served least recently, then to the first that asked."""
+
+    def __init__(self, slots: int) -> None:
+        self._free = slots
+        self._held: Counter[str] = Counter()
+        self._served: dict[str, int] = {}  # tenant -> the grant it had last
+        self._grants = itertools.count()
+        self._waiting: list[tuple[str, asyncio.Future[None]]] = []
+
+    @contextlib.asynccontextmanager
+    async def held(self, tenant: str) -> AsyncIterator[None]:
+        if self._free and not self._waiting:
+            self._grant(tenant)
+        else:
+            granted = asyncio.get_running_loop().create_future()
+            self._waiting.append((tenant, granted))
+            try:
+                await granted
+            except asyncio.CancelledError:
+                if granted.done() and not granted.cancelled():
+                    self._release(tenant)  # given a slot as the waiter was cancelled
+                else:
+                    self._waiting.remove((tenant, granted))
+                raise
+        try:
+            yield
+        finally:
+            self._release(tenant)
+
+    def _grant(self, tenant: str) -> None:
+        self._free -= 1
+        self._held[tenant] += 1
+        self._served[tenant] = next(self._grants)
+
+    def _release(self, tenant: str) -> None:
+        self._free += 1
+        self._held[tenant] -= 1
+        while self._free and self._waiting:
+            turn = min(
+                range(len(self._waiting)),
+                key=lambda i: (
+                    self._held[self._waiting[i][0]],
+                    self._served.get(self._waiting[i][0], -1),
+                    i,
+                ),
+            )
+            tenant, granted = self._waiting.pop(turn)
+            self._grant(tenant)
+            granted.set_result(None)
 
 
 async def _ask(

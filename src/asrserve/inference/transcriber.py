@@ -19,6 +19,7 @@ from asrserve.auth import quota
 from asrserve.auth.principal import Principal
 from asrserve.backends.backend import Backend
 from asrserve.batcher.scheduler import Scheduler
+from asrserve.batcher.shares import NOBODY
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegment
 from asrserve.inference.diarizing import speaker_turns
 from asrserve.inference.preprocess_stats import JobPool, PreprocessStats
@@ -64,7 +65,7 @@ class Transcriber:
         whole file) are in the scheduler, ``report`` with its progress each time the text
         that is final grows. Blocking steps run in ``preprocess``, at the job's priority; a
         job that succeeds adds its time there and the audio it handed on to ``stats``."""
-        pool = JobPool(preprocess.at(job.priority))
+        pool = JobPool(preprocess.at(job.priority, job.owner or NOBODY))
         residency = self._scheduler.residency  # its model stays loaded while the job runs
         residency.begin(job.options.model)
         try:

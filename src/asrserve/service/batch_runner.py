@@ -126,7 +126,7 @@ class BatchRunner:
             usable = record and record.purpose is FilePurpose.AUDIO and record.owner == batch.owner
             records[file_id] = record if usable else None
         durations = {
-            file_id: await self._probe(self._files.content_path(file_id))
+            file_id: await self._probe(self._files.content_path(file_id), batch.owner or "")
             for file_id, record in records.items()
             if record is not None
         }
@@ -246,9 +246,9 @@ class BatchRunner:
             items.append(item.model_copy(update={"job_id": job.id}))
         return items, jobs
 
-    async def _probe(self, path: Path) -> float | AsrError | None:
+    async def _probe(self, path: Path, tenant: str) -> float | AsrError | None:
         try:
-            return await self._service.probes.probe(path, self._settings.max_audio_seconds)
+            return await self._service.probes.probe(path, self._settings.max_audio_seconds, tenant)
         except AudioError as exc:
             return exc
         except OSError:

@@ -74,7 +74,8 @@ class Service:
         try:
             if options.diarization is not None:  # refused before it is charged or stored
                 known, longest = options.diarization.known, self.settings.max_audio_seconds
-                await probe_references(self.probes, known, upload.path.parent, longest)
+                folder, tenant = upload.path.parent, principal.owner or ""
+                await probe_references(self.probes, known, folder, longest, tenant)
             duration = await self._admit(upload.path, priority, callback_url, principal)
         except AudioError as exc:
             upload.remove()
@@ -129,7 +130,8 @@ class Service:
         self, path: Path, priority: Priority, callback_url: str | None, principal: Principal
     ) -> float | None:
         """The probed duration, once the request fits the limits and the caller's quota."""
-        duration = await self.probes.probe(path, self.settings.max_audio_seconds)
+        limit, tenant = self.settings.max_audio_seconds, principal.owner or ""
+        duration = await self.probes.probe(path, limit, tenant)
         if callback_url:
             check_callback(callback_url, self.settings)
         await self.admission.admit(priority, duration or 0.0, owner=principal.owner)

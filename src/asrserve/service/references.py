@@ -22,7 +22,11 @@ from asrserve.known_speakers import check_length, not_audio
 
 
 async def probe_references(
-    probes: Probes, known: Sequence[KnownSpeaker], folder: Path, max_seconds: float
+    probes: Probes,
+    known: Sequence[KnownSpeaker],
+    folder: Path,
+    max_seconds: float,
+    tenant: str = "",
 ) -> None:
     """Each of ``known``'s references probed in a file of ``folder`` (under the uploads'
     ``max_seconds``, so that a long one is told its length); :class:`InvalidRequest` for
@@ -32,7 +36,7 @@ async def probe_references(
             path = Path(file.name)
             await asyncio.to_thread(path.write_bytes, base64.b64decode(speaker.audio))
             try:
-                seconds = await probes.probe(path, max_seconds)
+                seconds = await probes.probe(path, max_seconds, tenant)
             except AudioError as exc:
                 raise not_audio(speaker.name, exc.message) from None
         if seconds is not None:
