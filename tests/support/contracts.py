@@ -40,6 +40,24 @@ class QueueContract:
 
         assert asyncio.run(main()) == ["i1", "i2", "a1"]
 
+    def test_discarded_entries_are_never_claimed_and_held_ones_stay_their_consumers(
+        self, queue_factory: Callable[[], Queue]
+    ) -> None:
+        """A cancelled batch's entries go at once; one a worker holds is its to finish."""
+
+        async def main() -> None:
+            queue = queue_factory()
+            await queue.put_many([f"b{i}" for i in range(5)], Priority.OFFLINE)
+            (held,) = await queue.get({Priority.OFFLINE: 1}, 0)
+            await queue.discard(["b0", "b1", "b3", "never-queued"], Priority.OFFLINE)
+            assert (await queue.depth())[Priority.OFFLINE] == 2
+            assert [d.job_id for d in await queue.get(10, 0)] == ["b2", "b4"]
+            await queue.ack(held)
+            await queue.put("b1", Priority.OFFLINE)  # a discarded id may be queued again
+            assert [d.job_id for d in await queue.get(10, 0)] == ["b1"]
+
+        asyncio.run(main())
+
     def test_concurrent_consumers_both_wake(self, queue_factory: Callable[[], Queue]) -> None:
         async def main() -> set[str]:
             queue = queue_factory()

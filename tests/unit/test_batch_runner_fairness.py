@@ -19,7 +19,7 @@ from asrserve.bench.corpus import write_wav
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.files.models import FilePurpose, StoredFile
-from asrserve.jobs.models import JobStatus
+from asrserve.jobs.models import JobStatus, Priority
 from asrserve.service.batch_runner import CANCEL_STEP, BatchRunner
 from asrserve.service.files import Files
 from asrserve.service.jobs import Service
@@ -87,7 +87,7 @@ def test_a_batch_being_cancelled_leaves_turns_to_another_owners(tmp_path: Path) 
     settings = Settings(data_dir=tmp_path, record_traffic=False)
     records = stored_files(settings.files_dir)
 
-    async def main() -> tuple[Recorded, dict[str, str], dict[JobStatus, int]]:
+    async def main() -> tuple[Recorded, dict[str, str], dict[JobStatus, int], int]:
         backend = open_backend(settings)
         service = Service(settings, backend)
         recorded = Recorded(backend.batches)
@@ -118,12 +118,16 @@ def test_a_batch_being_cancelled_leaves_turns_to_another_owners(tmp_path: Path) 
         await create("small")
         await run_until((ids["big"], BatchStatus.CANCELLED))
         counts = await service.store.batch_counts(ids["big"])
+        queued = (await backend.queue.depth())[Priority.OFFLINE]
         await service.probes.close()
         await backend.aclose()
-        return recorded, ids, counts
+        return recorded, ids, counts, queued
 
-    recorded, ids, counts = asyncio.run(main())
+    recorded, ids, counts, queued = asyncio.run(main())
     assert counts == {JobStatus.CANCELLED: LINES["big"]}
+    # the cancelled jobs' queue entries went with them (issue 42: a worker used to claim,
+    # read and acknowledge each in turn, and the small batch's job waited behind them)
+    assert queued == LINES["small"]
     small_validated = recorded.order.index((ids["small"], BatchStatus.IN_PROGRESS))
     big_cancelled = recorded.order.index((ids["big"], BatchStatus.CANCELLED))
     assert small_validated < big_cancelled, recorded.order

@@ -61,6 +61,13 @@ class Queue(ABC):
         return None
 
     @abstractmethod
+    async def discard(self, job_ids: Sequence[str], priority: Priority) -> None:
+        """Remove the entries of these jobs of ``priority`` that no consumer holds: jobs
+        that finished before they ran (a cancelled batch's), so that no consumer claims,
+        reads and acknowledges each of them in turn. An entry a consumer holds is left to
+        it; an id with no entry is ignored."""
+
+    @abstractmethod
     async def recover(self) -> int:
         """At start-up: return entries claimed by consumers that are gone. Returns a count."""
 

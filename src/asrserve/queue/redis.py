@@ -107,6 +107,18 @@ if redis.call('HINCRBY', KEYS[3], ARGV[2], -1) <= 0 then redis.call('HDEL', KEYS
 return 1
 """
 
+# KEYS: queued, deliveries, stream; ARGV: job ids. Removes their entries no consumer holds.
+DISCARD = """
+for _, job in ipairs(ARGV) do
+  local id = redis.call('HGET', KEYS[1], job)
+  if id and #redis.call('XPENDING', KEYS[3], 'workers', id, id, 1) == 0 then
+    redis.call('XDEL', KEYS[3], id)
+    redis.call('HDEL', KEYS[1], job)
+    redis.call('HDEL', KEYS[2], job)
+  end
+end
+"""
+
 # KEYS: stream; ARGV: consumer, entry ids... Resets the idle time of those still ours.
 EXTEND = """
 local n = 0
@@ -165,6 +177,7 @@ class RedisQueue(Queue):
         self._release_script = client.register_script(RELEASE)
         self._extend_script = client.register_script(EXTEND)
         self._expired_script = client.register_script(EXPIRED)
+        self._discard_script = client.register_script(DISCARD)
 
     async def _groups(self) -> None:
         """Create the group on every stream (at ``0``: see the module docstring)."""
@@ -271,6 +284,12 @@ class RedisQueue(Queue):
         for stream, ids in by_stream.items():
             script = partial(self._extend_script, keys=[stream], args=[self._consumer, *ids])
             await self._run(script)
+
+    async def discard(self, job_ids: Sequence[str], priority: Priority) -> None:
+        keys = [self._queued, self._deliveries, self._streams[priority]]
+        for start in range(0, len(job_ids), PUT_CHUNK):  # each call is one atomic script
+            part = list(job_ids[start : start + PUT_CHUNK])
+            await self._run(partial(self._discard_script, keys=keys, args=part))
 
     async def recover(self) -> int:
         """Counts (does not claim) entries whose lease expired: ``get`` reclaims them."""

@@ -24,6 +24,9 @@ CREATE INDEX IF NOT EXISTS queue_ready ON queue (claimed, priority, enqueued_at)
 """
 
 
+DISCARD_CHUNK = 500  # ids per DELETE: under SQLite's limit of bound parameters
+
+
 class SqliteQueue(Queue):
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -108,6 +111,20 @@ class SqliteQueue(Queue):
             )
         )
         self._signal()
+
+    async def discard(self, job_ids: Sequence[str], priority: Priority) -> None:
+        ids = list(job_ids)
+
+        def tx(conn: sqlite3.Connection) -> None:
+            for start in range(0, len(ids), DISCARD_CHUNK):
+                part = ids[start : start + DISCARD_CHUNK]
+                marks = ",".join("?" * len(part))
+                conn.execute(
+                    f"DELETE FROM queue WHERE claimed = 0 AND job_id IN ({marks})",
+                    part,
+                )
+
+        await self._db.run(tx)
 
     async def recover(self) -> int:
         count = await self._db.run(

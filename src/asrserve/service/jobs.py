@@ -191,6 +191,10 @@ class Service:
     async def cancel_many(self, job_ids: Sequence[str]) -> int:
         """Cancel those of the jobs that have not finished (one store call); how many."""
         cancelled = await self.store.cancel_many(job_ids)
+        for priority in {job.priority for job in cancelled}:  # no worker need walk them
+            await self.queue.discard(
+                [job.id for job in cancelled if job.priority is priority], priority
+            )
         for job in cancelled:
             await self.admission.finished(job)
             self.events.cancelled(job.id)
