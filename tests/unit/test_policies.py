@@ -162,3 +162,14 @@ def test_tenants_of_one_class_go_least_served_first() -> None:
     items.append(Item("b", 3, priority=0, tenant="b"))
     batch = select_batch(items, 0.0, Selection(max_batch_size=2, max_age=30.0), {"a": 2.0})
     assert [i.job_id for i in batch] == ["b", "a"]
+
+
+def test_an_aged_chunk_of_a_tenant_past_its_share_does_not_jump_anothers_requests() -> None:
+    """Issue 42: a flooding key always had async windows older than max_age, and each
+    headed the next batch ahead of the honest key's fresh request. Within its share (or
+    alone) an aged chunk still jumps the queue."""
+    aged = Item("a-async", 0, priority=1, enqueued_at=0.0, tenant="a")
+    fresh = Item("b-sync", 1, priority=0, enqueued_at=40.0, tenant="b")
+    rule = Selection(max_batch_size=1, max_age=30.0)
+    assert select_batch([aged, fresh], 40.0, rule, {"a": 8.0, "b": 1.0}) == [fresh]
+    assert select_batch([aged, fresh], 40.0, rule, {"a": 1.0, "b": 8.0}) == [aged]

@@ -430,11 +430,16 @@ class LoopingEngine(FakeEngine):
         ]
 
 
-def fallback_passes(other_tenant: str, other_priority: int) -> list[list[float]]:
-    """The passes run when a 9 s window of tenant a loops, and another window (of
-    ``other_tenant`` at ``other_priority``) arrives during its first pass."""
+def fallback_passes(
+    other_tenant: str, other_priority: int, other_used: float = 0.0
+) -> list[list[float]]:
+    """The passes run when a 9 s window of tenant a loops (its first pass takes 5 s), and
+    another window (of ``other_tenant`` at ``other_priority``, which took ``other_used``
+    device seconds just before) arrives during that first pass."""
 
     async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        if other_used:
+            s.shares.charge([other_tenant], [1], other_used, clock.now())
         engine.gate.clear()
         looping = s.submit_chunks("job_a", Priority.ASYNC, OPTS, [chunk(9.0)], tenant="a")
         await busy(engine)
@@ -460,3 +465,10 @@ def test_a_looping_window_gives_the_device_up_to_a_better_class_of_its_own_tenan
 
 def test_a_looping_window_keeps_the_device_against_its_own_tenants_equal_work() -> None:
     assert fallback_passes("a", Priority.ASYNC) == [[9.0], [9.0], [9.0], [1.0]]
+
+
+def test_a_looping_window_keeps_the_device_against_a_tenant_past_its_share() -> None:
+    """b took 10 device seconds lately, a 5 (its own first pass): the fair queue would run
+    a's window first, so a gives nothing up (yielding to every other key let a flooding
+    key's windows hold an honest key's looping window back pass after pass)."""
+    assert fallback_passes("b", Priority.ASYNC, other_used=10.0) == [[9.0], [9.0], [9.0], [1.0]]

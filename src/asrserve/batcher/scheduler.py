@@ -391,6 +391,9 @@ class Scheduler:
             else:
                 item.future.set_result(output)
 
+    def _recent(self, tenant: str) -> float:
+        return self.shares.used(tenant, self.clock.now())
+
     def _resume(self, item: WorkItem, chunk: ChunkInput) -> None:
         """A window paused between fallback passes waits again, as it was (its rank, its
         deadline, its caller's future), to resume at its next rung."""
@@ -423,7 +426,7 @@ class Scheduler:
             return list(await device.run(self.clock, timeout, detect, features, among))
         run = on_loaded(engine, engine.transcribe_batch)
         loop = asyncio.get_running_loop()
-        pause = Wanted(batch, lambda: self._pending)
+        pause = Wanted(batch, lambda: self._pending, self._recent, self.clock.now)
 
         def settled(index: int, segments: list[Any]) -> None:
             # a chunk final while the others of its batch are decoded again: its caller

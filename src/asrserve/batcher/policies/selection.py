@@ -4,10 +4,13 @@ A batch holds chunks that share decoding options (a batch runs one ``generate`` 
 Selection, in order of precedence:
 
 1. Aging: a chunk that has waited longer than ``max_age`` heads the batch, whatever its
-   class, so nothing waits without bound. Offline work (classes from ``offline_from``) is
-   exempt: it fills idle capacity and never pushes ahead of online requests. Nor is it
-   selected into an online batch; it may only ride in one afterwards, within the small
-   time budget of ``fill.riders``.
+   class, so nothing waits without bound — unless its tenant is past its share (more recent
+   device time than the mean of the tenants waiting): a key whose backlog ages because it
+   sends more than its share cannot age its way ahead of other keys' fresh requests (its
+   account halves every 10 s while it waits, so its turn comes). Offline work (classes from
+   ``offline_from``) is exempt: it fills idle capacity and never pushes ahead of online
+   requests. Nor is it selected into an online batch; it may only ride in one afterwards,
+   within the small time budget of ``fill.riders``.
 2. Priority class: interactive before async jobs before offline batch work.
 3. Fairness across tenants (API keys), from their recent device time (``usage``): the
    tenant that took least goes first. Live work of a tenant past its share (more than the
@@ -71,8 +74,9 @@ def select_batch(
     ``usage``: each tenant's recent device seconds."""
     if not items:
         return []
-    standing = _standing(items, rule, usage)
-    head = _head(items, now, rule, standing)
+    shares = _Shares(items, usage)
+    standing = _standing(rule, shares)
+    head = _head(items, now, rule, standing, shares)
     candidates = [item for item in items if item.key == head.key and _may_join(item, head, rule)]
     rank = _fair_rank(candidates)
     head_bucket = _bucket(head.duration)
@@ -96,12 +100,16 @@ def select_batch(
 Standing = Callable[[Pending], tuple[int, float]]
 
 
-def _head(items: Sequence[T], now: float, rule: Selection, standing: Standing) -> T:
+def _head(
+    items: Sequence[T], now: float, rule: Selection, standing: Standing, shares: _Shares
+) -> T:
     ages = rule.offline_from
     overdue = [
         item
         for item in items
-        if now - item.enqueued_at >= rule.max_age and (ages is None or item.priority < ages)
+        if now - item.enqueued_at >= rule.max_age
+        and (ages is None or item.priority < ages)
+        and not shares.past(item.tenant)
     ]
     if overdue:
         return min(overdue, key=lambda item: item.seq)
@@ -109,21 +117,33 @@ def _head(items: Sequence[T], now: float, rule: Selection, standing: Standing) -
     return min(items, key=lambda item: (*standing(item), rank[id(item)], item.seq))
 
 
-def _standing(items: Sequence[Pending], rule: Selection, usage: Mapping[str, float]) -> Standing:
+class _Shares:
+    """The waiting tenants' recent device seconds, and their share: the mean of them. With
+    one tenant waiting, nobody is past it."""
+
+    def __init__(self, items: Sequence[Pending], usage: Mapping[str, float]) -> None:
+        tenants = {item.tenant for item in items}
+        self.several = len(tenants) > 1
+        self.usage = usage
+        self.share = sum(usage.get(t, 0.0) for t in tenants) / len(tenants) if tenants else 0.0
+
+    def used(self, tenant: str) -> float:
+        return self.usage.get(tenant, 0.0) if self.several else 0.0
+
+    def past(self, tenant: str) -> bool:
+        return self.several and self.used(tenant) > self.share
+
+
+def _standing(rule: Selection, shares: _Shares) -> Standing:
     """Each item's (class, its tenant's recent device seconds): with one tenant waiting,
-    its priority alone. A tenant past its share (the mean of the waiting tenants') has its
-    live work ranked as interactive: others' requests overtake it."""
-    tenants = {item.tenant for item in items}
-    if len(tenants) < 2:
-        return lambda item: (item.priority, 0.0)
-    share = sum(usage.get(tenant, 0.0) for tenant in tenants) / len(tenants)
+    its priority alone. A tenant past its share has its live work ranked as interactive:
+    others' requests overtake it."""
     floor = rule.live_below
 
     def standing(item: Pending) -> tuple[int, float]:
-        used = usage.get(item.tenant, 0.0)
-        if floor is not None and item.priority < floor and used > share:
-            return floor, used
-        return item.priority, used
+        if floor is not None and item.priority < floor and shares.past(item.tenant):
+            return floor, shares.used(item.tenant)
+        return item.priority, shares.used(item.tenant)
 
     return standing
 
