@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from typing import Protocol
 
 from asrserve.waiting import wait_event
@@ -12,7 +13,7 @@ from asrserve.waiting import wait_event
 
 class Clock(Protocol):
     def now(self) -> float:
-        """Monotonic seconds."""
+        """Monotonic seconds, from any thread (a device's thread reads it between passes)."""
 
     async def wait(self, event: asyncio.Event, deadline: float) -> None:
         """Return when ``event`` is set or ``now() >= deadline``, whichever comes first."""
@@ -20,7 +21,7 @@ class Clock(Protocol):
 
 class MonotonicClock:
     def now(self) -> float:
-        return asyncio.get_running_loop().time()
+        return time.monotonic()  # the event loop's own time(), readable outside the loop
 
     async def wait(self, event: asyncio.Event, deadline: float) -> None:
         timeout = deadline - self.now()
