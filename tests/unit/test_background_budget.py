@@ -115,3 +115,18 @@ def test_the_reserve_holds_no_foreground_work() -> None:
 
 def test_a_quarter_of_the_devices_is_reserved_and_none_of_one() -> None:
     assert [foreground_reserve(n) for n in (1, 2, 4, 5, 8)] == [0, 1, 1, 2, 2]
+
+
+def test_the_reserve_holds_the_work_of_tenants_past_their_share_while_another_is_about() -> None:
+    """Issue 42: a looping key's sampled passes held both devices (1.5-4.5 s each), and
+    an honest key's request waited for one of them to end. While b is about (a pass was
+    charged to it lately), a's requests, a being past the mean, take one device of two."""
+    mine = [Item("a", 0, priority=0, enqueued_at=10.0, tenant="a")]
+    busy = Load(busy=1, idle=1, cost=CPU, about={"a": 8.0, "b": 1.0})
+    assert greedy(reserve=1).dispatch(mine, 10.0, -math.inf, busy) == math.inf
+    both_idle = Load(busy=0, idle=2, cost=CPU, about={"a": 8.0, "b": 1.0})
+    assert greedy(reserve=1).dispatch(mine, 10.0, -math.inf, both_idle) == mine
+    within = Load(busy=1, idle=1, cost=CPU, about={"a": 1.0, "b": 8.0})
+    assert greedy(reserve=1).dispatch(mine, 10.0, -math.inf, within) == mine
+    alone = Load(busy=1, idle=1, cost=CPU, about={"a": 8.0})
+    assert greedy(reserve=1).dispatch(mine, 10.0, -math.inf, alone) == mine

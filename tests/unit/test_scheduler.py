@@ -20,6 +20,7 @@ from asrserve.engine.fallback import TEMPERATURES, Attempt, decode_all
 from asrserve.errors import DeadlineExceeded
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
+from tests.support.loop import run_scheduler
 
 OPTS = TranscriptionOptions()
 
@@ -472,3 +473,30 @@ def test_a_looping_window_keeps_the_device_against_a_tenant_past_its_share() -> 
     a's window first, so a gives nothing up (yielding to every other key let a flooding
     key's windows hold an honest key's looping window back pass after pass)."""
     assert fallback_passes("b", Priority.ASYNC, other_used=10.0) == [[9.0], [9.0], [9.0], [1.0]]
+
+
+def test_a_tenant_past_its_share_keeps_off_the_reserved_device_while_another_is_about() -> None:
+    """Issue 42: a looping key's passes held both devices, and an honest key's request
+    waited for one to end. Two devices; b ran a pass lately, a far more: a's second window
+    waits while its first runs, and b's request, arriving meanwhile, takes the free one."""
+    first, second = FakeEngine(), FakeEngine()
+
+    async def body(s: Scheduler, clock: ManualClock) -> None:
+        s.shares.charge(["a", "b"], [1, 1], 10.0, clock.now())  # a: 5 s, b: 5 s
+        s.shares.charge(["a"], [1], 20.0, clock.now())  # a: 25 s, past the mean (15)
+        for engine in (first, second):
+            engine.gate.clear()
+        mine = s.submit_chunks("job_a", Priority.INTERACTIVE, OPTS, [chunk(1.0)], tenant="a")
+        mine += s.submit_chunks("job_a", Priority.INTERACTIVE, OPTS, [chunk(2.0)], tenant="a")
+        await settle()
+        assert s.pending_count() == 1  # one of a's windows runs, the other is held
+        theirs = s.submit_chunks("job_b", Priority.INTERACTIVE, OPTS, [chunk(3.0)], tenant="b")
+        await settle()
+        assert s.pending_count() == 1  # b's went to the free device; a's still waits
+        for engine in (first, second):
+            engine.gate.set()
+        await asyncio.gather(*mine, *theirs)
+
+    config = SchedulerConfig("greedy", max_batch_size=1, foreground_reserve=1)
+    run_scheduler(config, [Device.of("0", first), Device.of("1", second)], body)
+    assert sorted(first.batches + second.batches) == [[1.0], [2.0], [3.0]]

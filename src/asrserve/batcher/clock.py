@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import time
 from typing import Protocol
 
@@ -27,7 +28,7 @@ class MonotonicClock:
         timeout = deadline - self.now()
         if timeout <= 0 or event.is_set():
             return
-        await wait_event(event, timeout)
+        await wait_event(event, None if math.isinf(timeout) else timeout)
 
 
 class ManualClock:

@@ -268,6 +268,7 @@ class Scheduler:
                 foreground_seen=self._foreground_seen,
                 sizes=self.curves,
                 usage=self.shares.standing({item.tenant for item in self._pending}, now),
+                about=self.shares.recent(now, self.policy.config.background_horizon),
             )
             batch = self.policy.dispatch(self._pending, now, self._online_seen, load)
             if not isinstance(batch, list):  # not yet: look again then, or on an arrival
@@ -341,6 +342,7 @@ class Scheduler:
         finished = self.clock.now()
         device.last_used[model], device.running = finished, None
         self.residency.changed.set()  # its idle time counts from now
+        self._arrival.set()  # a device is free and shares moved: a reserved device looks again
         self._ran(batch, finished)
         # Items are stacked padded to the widest window in the batch.
         window = max(item.window for item in batch)

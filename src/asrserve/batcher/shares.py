@@ -42,6 +42,11 @@ class DeviceShares:
         seconds, at = self._accounts.get(tenant, (0.0, now))
         return seconds * math.exp2(-max(now - at, 0.0) / self.half_life)
 
+    def recent(self, now: float, within: float) -> Mapping[str, float]:
+        """The device seconds (decayed to ``now``) of each tenant charged in the last
+        ``within`` s: the tenants about, whether or not they have work waiting."""
+        return {t: self.used(t, now) for t, (_, at) in self._accounts.items() if now - at < within}
+
     def standing(self, tenants: Iterable[str], now: float) -> Mapping[str, float]:
         """Each of ``tenants``' recent device seconds; accounts decayed to nothing go."""
         for tenant in [t for t in self._accounts if self.used(t, now) < 1e-3]:

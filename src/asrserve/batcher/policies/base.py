@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
@@ -64,7 +64,9 @@ class PolicyConfig:
     background_horizon: float = 60.0
     # ...and in that time a background-only batch starts on a device only if at least
     # ``foreground_reserve`` other devices stay idle (unless its head is overdue): a request
-    # that arrives while the others compute background work finds a device free.
+    # that arrives while the others compute background work finds a device free. The same
+    # reserve holds for a batch of tenants all past their share while another tenant is
+    # about (a pass was charged to it in that time), whatever its class.
     foreground_reserve: int = 0
 
 
@@ -158,9 +160,15 @@ class Policy(ABC):
     def reserved_until(self, batch: Sequence[T], now: float, load: Load) -> float:
         """When a background-only ``batch`` may start on this device: at once if
         ``foreground_reserve`` other devices stay idle, or its head is overdue; else once
-        foreground work has been quiet for ``background_horizon`` s."""
+        foreground work has been quiet for ``background_horizon`` s. A batch of tenants all
+        past their share, while another is about: at once if the reserve stays idle, else
+        when a device's load changes (a pass ends, work arrives)."""
         config = self.config
-        if config.foreground_reserve <= 0 or not all(map(self.is_background, batch)):
+        if config.foreground_reserve <= 0:
+            return -math.inf
+        if past_share(batch, load.about):
+            return -math.inf if load.idle - 1 >= config.foreground_reserve else math.inf
+        if not all(map(self.is_background, batch)):
             return -math.inf
         overdue = now - batch[0].enqueued_at >= config.max_age
         if not self.foreground_about(now, load) or overdue:
@@ -220,3 +228,13 @@ class Policy(ABC):
     def is_online(self, item: Pending) -> bool:
         offline = self.config.offline_from
         return offline is None or item.priority < offline
+
+
+def past_share(batch: Sequence[Pending], about: Mapping[str, float]) -> bool:
+    """Every tenant of ``batch`` took more recent device time than the mean of the tenants
+    ``about``, and another tenant is about: the keys a reserved device is kept from."""
+    tenants = {item.tenant for item in batch}
+    if not about or not set(about) - tenants:
+        return False
+    share = sum(about.values()) / len(about)
+    return all(about.get(tenant, 0.0) > share for tenant in tenants)

@@ -98,6 +98,8 @@ class Load:
     foreground_seen: float = -math.inf  # when work above the background classes came or ran
     sizes: BatchSizes = NO_LIMIT  # the largest batch that pays, by cost key (``curve.py``)
     usage: Mapping[str, float] = field(default_factory=dict)  # tenants' recent device seconds
+    # ...of every tenant a pass was charged to lately (``background_horizon``), waiting or not
+    about: Mapping[str, float] = field(default_factory=dict)
 
 
 IDLE = Load()
