@@ -85,7 +85,13 @@ def test_within_a_class_the_tenant_with_least_recent_cpu_time_goes_next() -> Non
     cpu = Burner()
     pool = PriorityPool(1, cpu=cpu, clock=lambda: 0.0)
     gate, started, ran = threading.Event(), threading.Event(), list[str]()
-    first = pool.at(1, "a").submit(lambda: (started.set(), gate.wait(10), cpu.step("a0", 5, ran)))
+
+    def hold() -> None:
+        started.set()
+        gate.wait(10)
+        cpu.step("a0", 5.0, ran)
+
+    first = pool.at(1, "a").submit(hold)
     assert started.wait(10)  # a0 holds the one thread while the rest queue up
     queued = [(1, "a", "a1"), (1, "a", "a2"), (1, "b", "b1"), (0, "a", "a-sync")]
     steps = [
