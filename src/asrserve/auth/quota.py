@@ -1,5 +1,6 @@
 """Daily quotas per key (UTC days): audio, charged when work is accepted; device time,
-charged after each forward pass (``auth/metering.py``) and checked when work is accepted."""
+charged after each forward pass (``inference/device_meter.py``) and checked when work is
+accepted."""
 
 from __future__ import annotations
 
