@@ -217,16 +217,20 @@ class Scheduler:
             model=self.devices[0].model_id(options.model),
             tenant=tenant,
         )
-        self._pending.append(item)
-        future.add_done_callback(functools.partial(self._given_up, item))
         self._arrivals.arrived(item.key, item.enqueued_at)
         if self.policy.is_online(item):
             self._online_seen = item.enqueued_at
         if not self.policy.is_background(item):
             self._foreground_seen = item.enqueued_at
+        self._enqueue(item)
+        return future
+
+    def _enqueue(self, item: WorkItem) -> None:
+        """``item`` waits in pending until a batch takes it or its caller gives up."""
+        self._pending.append(item)
+        item.future.add_done_callback(functools.partial(self._given_up, item))
         self.stats.queued(item.priority, item.duration, +1)
         self._arrival.set()
-        return future
 
     # --- consumers ------------------------------------------------------------------
     async def run(self) -> None:
@@ -399,11 +403,7 @@ class Scheduler:
     def _resume(self, item: WorkItem, chunk: ChunkInput) -> None:
         """A window paused between fallback passes waits again, as it was (its rank, its
         deadline, its caller's future), to resume at its next rung."""
-        resumed = dataclasses.replace(item, chunk=chunk)
-        self._pending.append(resumed)
-        resumed.future.add_done_callback(functools.partial(self._given_up, resumed))
-        self.stats.queued(resumed.priority, resumed.duration, +1)
-        self._arrival.set()
+        self._enqueue(dataclasses.replace(item, chunk=chunk))
 
     def _ran(self, batch: Sequence[WorkItem], finished: float) -> None:
         """What a finished batch tells the policy: online or foreground work just ran."""
