@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from asrserve.batcher.policies.fill import FILL_SHARE, IDLE, RIDE_SHARE, Load, fill_wait, riders
-from asrserve.batcher.policies.selection import Pending, Selection, select_batch
+from asrserve.batcher.policies.selection import Pending, Selection, TenantShares, select_batch
 
 T = TypeVar("T", bound=Pending)
 
@@ -233,8 +233,5 @@ class Policy(ABC):
 def past_share(batch: Sequence[Pending], about: Mapping[str, float]) -> bool:
     """Every tenant of ``batch`` took more recent device time than the mean of the tenants
     ``about``, and another tenant is about: the keys a reserved device is kept from."""
-    tenants = {item.tenant for item in batch}
-    if not about or not set(about) - tenants:
-        return False
-    share = sum(about.values()) / len(about)
-    return all(about.get(tenant, 0.0) > share for tenant in tenants)
+    shares = TenantShares(about, about)  # past the mean of those about: someone else is below it
+    return all(shares.past(item.tenant) for item in batch)

@@ -25,7 +25,7 @@ Selection, in order of precedence:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -74,7 +74,7 @@ def select_batch(
     ``usage``: each tenant's recent device seconds."""
     if not items:
         return []
-    shares = _Shares(items, usage)
+    shares = TenantShares({item.tenant for item in items}, usage)
     standing = _standing(rule, shares)
     head = _head(items, now, rule, standing, shares)
     candidates = [item for item in items if item.key == head.key and _may_join(item, head, rule)]
@@ -101,7 +101,7 @@ Standing = Callable[[Pending], tuple[int, float]]
 
 
 def _head(
-    items: Sequence[T], now: float, rule: Selection, standing: Standing, shares: _Shares
+    items: Sequence[T], now: float, rule: Selection, standing: Standing, shares: TenantShares
 ) -> T:
     ages = rule.offline_from
     overdue = [
@@ -117,12 +117,11 @@ def _head(
     return min(items, key=lambda item: (*standing(item), rank[id(item)], item.seq))
 
 
-class _Shares:
-    """The waiting tenants' recent device seconds, and their share: the mean of them. With
-    one tenant waiting, nobody is past it."""
+class TenantShares:
+    """``tenants``' recent device seconds (``usage``), and their share: the mean of them.
+    With one tenant, nobody is past it."""
 
-    def __init__(self, items: Sequence[Pending], usage: Mapping[str, float]) -> None:
-        tenants = {item.tenant for item in items}
+    def __init__(self, tenants: Collection[str], usage: Mapping[str, float]) -> None:
         self.several = len(tenants) > 1
         self.usage = usage
         self.share = sum(usage.get(t, 0.0) for t in tenants) / len(tenants) if tenants else 0.0
@@ -134,7 +133,7 @@ class _Shares:
         return self.several and self.used(tenant) > self.share
 
 
-def _standing(rule: Selection, shares: _Shares) -> Standing:
+def _standing(rule: Selection, shares: TenantShares) -> Standing:
     """Each item's (class, its tenant's recent device seconds): with one tenant waiting,
     its priority alone. A tenant past its share has its live work ranked as interactive:
     others' requests overtake it."""
