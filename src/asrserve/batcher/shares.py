@@ -16,6 +16,18 @@ HALF_LIFE_S = 10.0
 NOBODY = ""  # the tenant of work no key sent (auth off): one tenant, no fairness to keep
 
 
+def split(tenants: Sequence[str], frames: Sequence[int]) -> dict[str, float]:
+    """Each tenant's part of a pass over windows of ``tenants`` holding ``frames`` encoder
+    frames each (parts sum to 1; none if the pass holds no frames)."""
+    total = sum(frames)
+    parts: dict[str, float] = {}
+    if total <= 0:
+        return parts
+    for tenant, held in zip(tenants, frames, strict=True):
+        parts[tenant] = parts.get(tenant, 0.0) + held / total
+    return parts
+
+
 @dataclass
 class DeviceShares:
     half_life: float = HALF_LIFE_S
@@ -28,11 +40,10 @@ class DeviceShares:
     ) -> None:
         """One pass of ``seconds`` on a device, over windows of ``tenants`` each holding
         ``frames`` encoder frames."""
-        total = sum(frames)
-        if total <= 0 or seconds <= 0:
+        if seconds <= 0:
             return
-        for tenant, held in zip(tenants, frames, strict=True):
-            share = seconds * held / total
+        for tenant, part in split(tenants, frames).items():
+            share = seconds * part
             self._accounts[tenant] = (self.used(tenant, now) + share, now)
             for listener in self.listeners:
                 listener(tenant, share)

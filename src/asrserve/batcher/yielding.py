@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from asrserve.batcher.shares import split
 from asrserve.batcher.work import WorkItem
 from asrserve.engine.base import ChunkInput, Pause
 
@@ -41,10 +42,7 @@ class Wanted(Pause):
         usage: Callable[[str], float],
         clock: Callable[[], float],
     ) -> None:
-        frames = sum(item.frames[0] for item in batch)
-        self._shares: dict[str, float] = {}
-        for item in batch:
-            self._shares[item.tenant] = self._shares.get(item.tenant, 0.0) + item.frames[0] / frames
+        self._shares = split([item.tenant for item in batch], [item.frames[0] for item in batch])
         self._priority = min(item.priority for item in batch)
         self._waiting, self._usage, self._clock = waiting, usage, clock
         self._started = clock()
