@@ -205,10 +205,16 @@ class RedisQueue(Queue):
         await self.put_many([job_id], priority)
 
     async def put_many(self, job_ids: Sequence[str], priority: Priority) -> None:
-        keys = [self._queued, self._streams[priority]]
-        for start in range(0, len(job_ids), PUT_CHUNK):  # each call is one atomic script
+        await self._in_chunks(self._put, [self._queued, self._streams[priority]], job_ids)
+
+    async def _in_chunks(
+        self, script: Callable[..., Awaitable[Any]], keys: list[str], job_ids: Sequence[str]
+    ) -> None:
+        """``script`` over ``job_ids``, :data:`PUT_CHUNK` ids a call: each call is one
+        atomic script, and a long one would block Redis for everyone."""
+        for start in range(0, len(job_ids), PUT_CHUNK):
             part = list(job_ids[start : start + PUT_CHUNK])
-            await self._run(partial(self._put, keys=keys, args=part))
+            await self._run(partial(script, keys=keys, args=part))
 
     async def _claim(self, limits: Mapping[Priority, int], total: int) -> list[Delivery]:
         order = sorted(p for p in limits if limits[p] > 0)
@@ -287,9 +293,7 @@ class RedisQueue(Queue):
 
     async def discard(self, job_ids: Sequence[str], priority: Priority) -> None:
         keys = [self._queued, self._deliveries, self._streams[priority]]
-        for start in range(0, len(job_ids), PUT_CHUNK):  # each call is one atomic script
-            part = list(job_ids[start : start + PUT_CHUNK])
-            await self._run(partial(self._discard_script, keys=keys, args=part))
+        await self._in_chunks(self._discard_script, keys, job_ids)
 
     async def recover(self) -> int:
         """Counts (does not claim) entries whose lease expired: ``get`` reclaims them."""
