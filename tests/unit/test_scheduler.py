@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -16,46 +15,12 @@ from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
 from asrserve.batcher.work import WorkItem
 from asrserve.engine.base import NEVER, ChunkInput, Pause, RawSegment, Settled, unheard
-from asrserve.engine.fallback import TEMPERATURES, Attempt, decode_all
 from asrserve.errors import DeadlineExceeded
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
-from tests.support.loop import run_scheduler
+from tests.support.loop import busy, run_on_engine, run_scheduler, settle
 
 OPTS = TranscriptionOptions()
-
-
-def run(
-    config: SchedulerConfig,
-    body: Callable[[Scheduler, FakeEngine, ManualClock], Awaitable[None]],
-    engine: FakeEngine | None = None,
-) -> FakeEngine:
-    engine = engine or FakeEngine()
-
-    async def main() -> None:
-        clock = ManualClock()
-        scheduler = Scheduler([Device.of("0", engine)], config, clock=clock)
-        loops = asyncio.create_task(scheduler.run())
-        try:
-            await asyncio.wait_for(body(scheduler, engine, clock), 10)
-        finally:
-            loops.cancel()
-            engine.gate.set()
-            await asyncio.gather(loops, return_exceptions=True)
-            scheduler.close()
-
-    asyncio.run(main())
-    return engine
-
-
-async def busy(engine: FakeEngine) -> None:
-    """Wait until the device has picked up work (and is held by the closed gate)."""
-    assert await asyncio.to_thread(engine.entered.wait, 5)
-
-
-async def settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
 
 
 def test_greedy_runs_a_lone_chunk_at_once() -> None:
@@ -64,7 +29,7 @@ def test_greedy_runs_a_lone_chunk_at_once() -> None:
         result = await future  # the clock never moves: no window is paid
         assert result[0].text == " 5.0"
 
-    engine = run(SchedulerConfig("greedy", max_batch_size=8, max_wait=1.0), body)
+    engine = run_on_engine(SchedulerConfig("greedy", max_batch_size=8, max_wait=1.0), body)
     assert engine.batches == [[5.0]]
 
 
@@ -78,7 +43,7 @@ def test_greedy_grows_the_batch_while_the_device_is_busy() -> None:
         engine.gate.set()
         await asyncio.gather(*first, *later)
 
-    engine = run(SchedulerConfig("greedy", max_batch_size=8), body)
+    engine = run_on_engine(SchedulerConfig("greedy", max_batch_size=8), body)
     assert engine.batches == [[1.0], [2.0, 3.0, 4.0]]
 
 
@@ -92,7 +57,7 @@ def test_window_waits_for_the_window_then_dispatches() -> None:
         clock.advance(0.05)
         await asyncio.gather(*futures)
 
-    engine = run(SchedulerConfig("window", max_batch_size=8, max_wait=0.05), body)
+    engine = run_on_engine(SchedulerConfig("window", max_batch_size=8, max_wait=0.05), body)
     assert engine.batches == [[1.0, 2.0]]
 
 
@@ -101,7 +66,7 @@ def test_window_dispatches_a_full_batch_early() -> None:
         futures = s.submit_chunks("a", 1, OPTS, [chunk(float(n)) for n in range(1, 4)])
         await asyncio.gather(*futures)  # the clock never moves
 
-    engine = run(SchedulerConfig("window", max_batch_size=3, max_wait=10.0), body)
+    engine = run_on_engine(SchedulerConfig("window", max_batch_size=3, max_wait=10.0), body)
     assert engine.batches == [[1.0, 2.0, 3.0]]
 
 
@@ -112,7 +77,7 @@ def test_none_runs_whole_files_one_at_a_time() -> None:
         results = await asyncio.gather(*futures)
         assert [r.duration for r in results] == [1.0, 1.0, 1.0]
 
-    engine = run(SchedulerConfig("none", max_batch_size=8), body)
+    engine = run_on_engine(SchedulerConfig("none", max_batch_size=8), body)
     assert engine.wholes == 3 and engine.batches == []
 
 
@@ -129,7 +94,7 @@ def test_interactive_jumps_queued_async_work() -> None:
         engine.gate.set()
         await asyncio.gather(*blocker, *background, *urgent)
 
-    engine = run(SchedulerConfig("greedy", max_batch_size=1), body)
+    engine = run_on_engine(SchedulerConfig("greedy", max_batch_size=1), body)
     assert engine.batches[1] == [1.0]
 
 
@@ -145,7 +110,7 @@ def test_different_options_never_share_a_batch() -> None:
         engine.gate.set()
         await asyncio.gather(*blocker, *a, *b)
 
-    engine = run(SchedulerConfig("greedy", max_batch_size=8), body)
+    engine = run_on_engine(SchedulerConfig("greedy", max_batch_size=8), body)
     assert engine.batches == [[9.0], [1.0], [2.0]]
 
 
@@ -165,7 +130,7 @@ def test_cancelled_and_expired_chunks_never_run() -> None:
             await expiring
         assert s.stats.dropped == 2
 
-    engine = run(SchedulerConfig("greedy", max_batch_size=8), body)
+    engine = run_on_engine(SchedulerConfig("greedy", max_batch_size=8), body)
     assert engine.batches == [[9.0], [3.0]]
 
 
@@ -182,7 +147,7 @@ def test_a_poison_chunk_fails_alone() -> None:
         with pytest.raises(RuntimeError, match="poison"):
             await bad
 
-    run(SchedulerConfig("greedy", max_batch_size=8), body, FakeEngine(fail_on=6.66))
+    run_on_engine(SchedulerConfig("greedy", max_batch_size=8), body, FakeEngine(fail_on=6.66))
 
 
 def test_stats_count_batches_and_queue() -> None:
@@ -192,7 +157,7 @@ def test_stats_count_batches_and_queue() -> None:
         assert snap["items"] == 2 and snap["audio_seconds"] == 3.0
         assert snap["queued_items"] == {"1": 0}
 
-    run(SchedulerConfig("greedy", max_batch_size=8), body)
+    run_on_engine(SchedulerConfig("greedy", max_batch_size=8), body)
 
 
 def test_length_buckets_batch_apart_and_count_their_padding() -> None:
@@ -213,7 +178,7 @@ def test_length_buckets_batch_apart_and_count_their_padding() -> None:
         # Each batch is padded to its own bucket: 5 s (500 frames) or 10 s (1000 frames).
         assert (s.stats.total_frames, s.stats.padded_frames) == (2500, 100 + 500 + 200)
 
-    engine = run(SchedulerConfig("greedy", max_batch_size=8), body)
+    engine = run_on_engine(SchedulerConfig("greedy", max_batch_size=8), body)
     assert engine.batches == [[4.0], [3.0, 2.0], [8.0]]
 
 
@@ -238,7 +203,7 @@ def test_offline_work_waits_for_online_quiet_and_yields_to_online_arrivals() -> 
         await offline[0]
         assert engine.batches == [[1.0], [3.0], [2.0]]
 
-    run(config, body)
+    run_on_engine(config, body)
 
 
 def test_offline_work_alone_starts_at_once() -> None:
@@ -247,7 +212,7 @@ def test_offline_work_alone_starts_at_once() -> None:
     async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
         await asyncio.gather(*s.submit_chunks("batch", Priority.OFFLINE, OPTS, [chunk(1.0)]))
 
-    assert run(config, body).batches == [[1.0]]
+    assert run_on_engine(config, body).batches == [[1.0]]
 
 
 def test_a_steady_online_client_slows_offline_work_but_cannot_stop_it() -> None:
@@ -266,7 +231,7 @@ def test_a_steady_online_client_slows_offline_work_but_cannot_stop_it() -> None:
                 await asyncio.wait_for(offline[0], 5)
         assert engine.batches.count([9.0]) == 1
 
-    run(config, body)
+    run_on_engine(config, body)
 
 
 class HangingEngine(FakeEngine):
@@ -322,7 +287,7 @@ def test_a_chunk_settled_early_is_not_held_back_by_its_batch() -> None:
         engine.release.set()
         assert (await slow)[0].text == " 2.0"
 
-    run(SchedulerConfig("greedy", max_batch_size=8), body, engine)
+    run_on_engine(SchedulerConfig("greedy", max_batch_size=8), body, engine)
     assert engine.batches == [[1.0, 2.0]]
 
 
@@ -344,7 +309,7 @@ def test_a_hung_batch_fails_its_chunks_and_the_device_goes_on() -> None:
         assert not engine.release.is_set()  # it ran while the hung call is still stuck
         engine.release.set()
 
-    run(SchedulerConfig("greedy", max_batch_size=8, run_timeout_floor=60), body, engine)
+    run_on_engine(SchedulerConfig("greedy", max_batch_size=8, run_timeout_floor=60), body, engine)
 
 
 def test_the_run_timeout_follows_the_measured_speed() -> None:
@@ -400,79 +365,8 @@ def test_a_tenants_live_work_past_its_share_waits_behind_anothers_request() -> N
         await asyncio.gather(*first, *live, *request)
 
     config = SchedulerConfig("greedy", max_batch_size=1, live_below=Priority.INTERACTIVE)
-    engine = run(config, body)
+    engine = run_on_engine(config, body)
     assert engine.batches == [[1.0], [3.0], [2.0]]
-
-
-LOOP = " go home go home go home"
-
-
-class LoopingEngine(FakeEngine):
-    """Windows of 9 s loop at temperatures 0 and 0.2 and pass at 0.4 (a looping file's
-    fallback); others pass at once. Each fallback pass is one entry of ``batches``."""
-
-    def transcribe_batch(
-        self,
-        chunks: Sequence[ChunkInput],
-        options: TranscriptionOptions,
-        settled: Settled = unheard,
-        pause: Pause = NEVER,
-    ) -> list[list[RawSegment]]:
-        return decode_all(chunks, TEMPERATURES, self._pass, lambda c: None, None, settled, pause)
-
-    def _pass(self, chunks: list[ChunkInput], temperature: float) -> list[Attempt]:
-        [segments] = [super().transcribe_batch(chunks, OPTS)]
-        loops = [c.duration == 9.0 and temperature < 0.4 for c in chunks]
-        return [
-            Attempt(
-                [replace(s[0], text=" go home go home go home" if loop else s[0].text)], temperature
-            )
-            for s, loop in zip(segments, loops, strict=True)
-        ]
-
-
-def fallback_passes(
-    other_tenant: str, other_priority: int, other_used: float = 0.0
-) -> list[list[float]]:
-    """The passes run when a 9 s window of tenant a loops (its first pass takes 5 s), and
-    another window (of ``other_tenant`` at ``other_priority``, which took ``other_used``
-    device seconds just before) arrives during that first pass."""
-
-    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
-        if other_used:
-            s.shares.charge([other_tenant], [1], other_used, clock.now())
-        engine.gate.clear()
-        looping = s.submit_chunks("job_a", Priority.ASYNC, OPTS, [chunk(9.0)], tenant="a")
-        await busy(engine)
-        clock.advance(5.0)  # the first pass's device time, charged to a when it ends
-        other = s.submit_chunks("job_b", other_priority, OPTS, [chunk(1.0)], tenant=other_tenant)
-        await settle()
-        engine.gate.set()
-        [kept] = await asyncio.gather(*looping)
-        assert [(seg.text, seg.temperature) for seg in kept] == [(" 9.0", 0.4)]
-        await asyncio.gather(*other)
-
-    return run(SchedulerConfig("greedy", max_batch_size=1), body, LoopingEngine()).batches
-
-
-def test_a_looping_window_gives_the_device_up_to_another_tenant_between_fallback_passes() -> None:
-    """Issue 42: a looping file held the device for all its fallback passes at once."""
-    assert fallback_passes("b", Priority.ASYNC) == [[9.0], [1.0], [9.0], [9.0]]
-
-
-def test_a_looping_window_gives_the_device_up_to_a_better_class_of_its_own_tenant() -> None:
-    assert fallback_passes("a", Priority.INTERACTIVE) == [[9.0], [1.0], [9.0], [9.0]]
-
-
-def test_a_looping_window_keeps_the_device_against_its_own_tenants_equal_work() -> None:
-    assert fallback_passes("a", Priority.ASYNC) == [[9.0], [9.0], [9.0], [1.0]]
-
-
-def test_a_looping_window_keeps_the_device_against_a_tenant_past_its_share() -> None:
-    """b took 10 device seconds lately, a 5 (its own first pass): the fair queue would run
-    a's window first, so a gives nothing up (yielding to every other key let a flooding
-    key's windows hold an honest key's looping window back pass after pass)."""
-    assert fallback_passes("b", Priority.ASYNC, other_used=10.0) == [[9.0], [9.0], [9.0], [1.0]]
 
 
 def test_a_tenant_past_its_share_keeps_off_the_reserved_device_while_another_is_about() -> None:
