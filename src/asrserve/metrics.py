@@ -50,7 +50,9 @@ class Metrics:
             registry=r,
         )
         self.audio = Counter(
-            "asrserve_audio_seconds_processed", "Audio seconds run on devices", registry=r
+            "asrserve_audio_seconds_processed",
+            "Audio seconds decoded on devices (a window's fallback passes count once)",
+            registry=r,
         )
         self.padded = Counter(
             "asrserve_padded_frames", "Encoder frames that were padding", registry=r
@@ -66,7 +68,7 @@ class Metrics:
             self.queue_wait.observe(wait)
         self.compute.labels(record.device).observe(record.compute)
         self.busy.labels(record.device).inc(record.compute)
-        self.audio.inc(record.audio_seconds)
+        self.audio.inc(record.new_seconds)
         self.padded.inc(record.padded_frames)
         self.frames.inc(record.total_frames)
 

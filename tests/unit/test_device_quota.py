@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asrserve.auth.keys import KeyStore
+from asrserve.auth.keys import DeviceUsage, KeyStore, utc_day
 from asrserve.auth.principal import Principal
 from asrserve.auth.quota import charge
 from asrserve.auth.sqlite import SqliteKeyStore
@@ -20,7 +20,7 @@ from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.cli.main import main
 from asrserve.engine.base import ChunkInput
 from asrserve.errors import QuotaExceeded
-from asrserve.inference.device_meter import DeviceMeter, utc_day
+from asrserve.inference.device_meter import DeviceMeter
 from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine
@@ -37,7 +37,8 @@ def keys(database: Database) -> KeyStore:
 
 def test_each_pass_is_metered_to_its_keys_by_their_windows(keys: KeyStore, run: Run) -> None:
     """A 3 s pass over two windows of a and one of b, then a 1 s pass over one of b and one
-    of no key: a took 2 s, b 1 + 0.5 s, and work of no key is not metered."""
+    of no key: a took 2 s of device for 20 s of audio, b 1 + 0.5 s for 10 + 1 s, and work of
+    no key is not metered."""
     engine = FakeEngine()
     passes = [([("a", 1000), ("a", 1000), ("b", 1000)], 3.0), ([("b", 100), ("", 100)], 1.0)]
 
@@ -71,7 +72,8 @@ def test_each_pass_is_metered_to_its_keys_by_their_windows(keys: KeyStore, run: 
     run(main())
     assert [len(batch) for batch in engine.batches] == [3, 2]
     spent = [run(keys.spent(tenant, DAY)) for tenant in ("a", "b", "")]
-    assert spent == pytest.approx([2.0, 1.5, 0.0])
+    measured = [seconds for used in spent for seconds in (used.device_s, used.audio_s)]
+    assert measured == pytest.approx([2.0, 20.0, 1.5, 11.0, 0.0, 0.0])
 
 
 def _window(frames: int) -> ChunkInput:
@@ -80,9 +82,9 @@ def _window(frames: int) -> ChunkInput:
 
 def test_a_key_whose_device_seconds_are_used_up_gets_no_new_work(keys: KeyStore, run: Run) -> None:
     principal = Principal("key_a", admin=False, audio_minutes_per_day=10, device_seconds_per_day=5)
-    run(keys.spend({"key_a": 4.5}, utc_day()))
+    run(keys.spend({"key_a": DeviceUsage(4.5, 60.0)}, utc_day()))
     run(charge(keys, principal, 30.0))  # 4.5 s of 5 used: the request is taken
-    run(keys.spend({"key_a": 0.5}, utc_day()))
+    run(keys.spend({"key_a": DeviceUsage(0.5, 0.0)}, utc_day()))
     with pytest.raises(QuotaExceeded, match="daily quota of 5 device seconds is used up"):
         run(charge(keys, principal, 30.0))
     assert run(keys.charge("key_a", utc_day(), 0.0, 600.0)) == 30.0  # the refused one: no audio

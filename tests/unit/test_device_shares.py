@@ -25,3 +25,11 @@ def test_accounts_decayed_to_nothing_are_dropped() -> None:
     shares.standing([], 20.0)
     assert shares.used("a", 20.0) == 0.0
     assert not shares._accounts
+
+
+def test_listeners_hear_each_tenants_device_seconds_and_new_audio() -> None:
+    heard: list[tuple[str, float, float]] = []
+    shares = DeviceShares(listeners=[lambda *charge: heard.append(charge)])
+    shares.charge(["a", "b", "a"], [3000, 1000, 2000], 6.0, 0.0, [30.0, 10.0, 0.0])
+    shares.charge(["a"], [3000], 0.5, 1.0)  # a CPU step: no audio
+    assert heard == [("a", 5.0, 30.0), ("b", 1.0, 10.0), ("a", 0.5, 0.0)]

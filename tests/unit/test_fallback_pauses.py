@@ -79,6 +79,27 @@ def test_a_looping_window_gives_the_device_up_to_a_better_class_of_its_own_tenan
     assert fallback_passes("a", Priority.INTERACTIVE) == [[9.0], [1.0], [9.0], [9.0]]
 
 
+def test_a_window_resumed_between_fallback_passes_counts_its_audio_once() -> None:
+    """Each pass of a resumed window is work for the device (the cost curves), but its audio
+    left the backlog once: the measured throughput and device cost count it once."""
+    audio: list[float] = []
+
+    async def body(s: Scheduler, engine: FakeEngine, clock: ManualClock) -> None:
+        engine.gate.clear()
+        looping = s.submit_chunks("job_a", Priority.ASYNC, OPTS, [chunk(9.0)], tenant="a")
+        await busy(engine)
+        other = s.submit_chunks("job_b", Priority.INTERACTIVE, OPTS, [chunk(1.0)], tenant="b")
+        await settle()
+        engine.gate.set()
+        await asyncio.gather(*looping, *other)
+        audio.append(s.stats.audio_seconds)
+
+    config = SchedulerConfig("greedy", max_batch_size=1)
+    engine = run_on_engine(config, body, LoopingEngine())
+    assert engine.batches == [[9.0], [1.0], [9.0], [9.0]]  # a resumed after b's window
+    assert audio == [10.0]
+
+
 def test_a_looping_window_keeps_the_device_against_its_own_tenants_equal_work() -> None:
     assert fallback_passes("a", Priority.ASYNC) == [[9.0], [9.0], [9.0], [1.0]]
 

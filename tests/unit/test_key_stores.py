@@ -16,7 +16,7 @@ from asrserve.auth.env_keys import (
     env_keys,
     install,
 )
-from asrserve.auth.keys import DuplicateName, KeyStore, hash_secret, new_key
+from asrserve.auth.keys import DeviceUsage, DuplicateName, KeyStore, hash_secret, new_key
 from asrserve.auth.redis import RedisKeyStore
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.backends.sqlite import Database
@@ -73,14 +73,15 @@ class KeyStoreContract:
         assert run(keys.charge("key_b", "2024-01-01", 1.0, 100.0)) == 1.0  # another key
         assert run(keys.charge("key_b", "2024-01-01", 1e9, float("inf"))) == 1e9 + 1.0
 
-    def test_device_seconds_add_up_per_key_and_day(self, keys: KeyStore, run: Run) -> None:
-        assert run(keys.spent("key_a", "2024-01-01")) == 0.0
-        run(keys.spend({"key_a": 1.5, "key_b": 2.0}, "2024-01-01"))
-        run(keys.spend({"key_a": 0.25}, "2024-01-01"))
-        run(keys.spend({"key_a": 8.0}, "2024-01-02"))
-        assert run(keys.spent("key_a", "2024-01-01")) == 1.75
-        assert run(keys.spent("key_b", "2024-01-01")) == 2.0
-        assert run(keys.spent("key_a", "2024-01-02")) == 8.0
+    def test_device_usage_adds_up_per_key_and_day(self, keys: KeyStore, run: Run) -> None:
+        assert run(keys.spent("key_a", "2024-01-01")) == DeviceUsage(0.0, 0.0)
+        day_one = {"key_a": DeviceUsage(1.5, 30.0), "key_b": DeviceUsage(2.0, 10.0)}
+        run(keys.spend(day_one, "2024-01-01"))
+        run(keys.spend({"key_a": DeviceUsage(0.25, 0.0)}, "2024-01-01"))  # a fallback pass
+        run(keys.spend({"key_a": DeviceUsage(8.0, 4.0)}, "2024-01-02"))
+        assert run(keys.spent("key_a", "2024-01-01")) == DeviceUsage(1.75, 30.0)
+        assert run(keys.spent("key_b", "2024-01-01")) == DeviceUsage(2.0, 10.0)
+        assert run(keys.spent("key_a", "2024-01-02")) == DeviceUsage(8.0, 4.0)
 
     def test_env_keys_installed_once_rotated_and_never_revived(
         self, keys: KeyStore, run: Run
@@ -148,6 +149,15 @@ OLD_KEY = json.dumps(
     }
 )
 OLD_KEY_ROW = f"INSERT INTO api_keys VALUES ('key_old', 'ci', '{'ab' * 32}', NULL, ?)"
+OLD_DEVICE_USAGE = """
+CREATE TABLE key_device_usage (
+    key_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    device_s REAL NOT NULL,
+    PRIMARY KEY (key_id, day)
+);
+"""
+OLD_DEVICE_ROW = "INSERT INTO key_device_usage VALUES ('key_a', '2024-01-01', 3.0)"
 
 
 class TestSqliteKeyStore(KeyStoreContract):
@@ -172,6 +182,18 @@ class TestSqliteKeyStore(KeyStoreContract):
         assert [key.languages for key in run(keys.all())] == [(), ("de",)]
         db.close()
 
+    def test_device_usage_from_before_audio_was_metered_keeps_counting(
+        self, database: Database, run: Run
+    ) -> None:
+        """A day's device seconds written by the release that metered no audio: they stay,
+        with no audio, and the day's later passes add both."""
+        database.migrate(OLD_DEVICE_USAGE)
+        database.run_sync(lambda c: c.execute(OLD_DEVICE_ROW))
+        keys = SqliteKeyStore(database)
+        assert run(keys.spent("key_a", "2024-01-01")) == DeviceUsage(3.0, 0.0)
+        run(keys.spend({"key_a": DeviceUsage(1.0, 10.0)}, "2024-01-01"))
+        assert run(keys.spent("key_a", "2024-01-01")) == DeviceUsage(4.0, 10.0)
+
 
 class TestRedisKeyStore(KeyStoreContract):
     @pytest.fixture
@@ -189,8 +211,9 @@ class TestRedisKeyStore(KeyStoreContract):
     def test_usage_expires(self, keys: KeyStore, redis_client: aioredis.Redis, run: Run) -> None:
         run(keys.charge("key_a", "2024-01-01", 1.0, 10.0))
         assert 86400 < run(redis_client.ttl("test:usage:key_a:2024-01-01")) <= 2 * 86400
-        run(keys.spend({"key_a": 1.0}, "2024-01-01"))
-        assert 86400 < run(redis_client.ttl("test:device:key_a:2024-01-01")) <= 2 * 86400
+        run(keys.spend({"key_a": DeviceUsage(1.0, 2.0)}, "2024-01-01"))
+        for counter in ("device", "device_audio"):
+            assert 86400 < run(redis_client.ttl(f"test:{counter}:key_a:2024-01-01")) <= 2 * 86400
 
 
 def test_env_keys_read_their_files_first(tmp_path: Path) -> None:

@@ -6,11 +6,13 @@ there is nothing to brute-force that a salt or a slow hash would protect.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -95,6 +97,28 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def utc_day() -> str:
+    """Today (UTC), as the daily usage counts it."""
+    return dt.datetime.now(dt.UTC).date().isoformat()
+
+
+@dataclass(frozen=True)
+class DeviceUsage:
+    """What a key's forward passes took: device seconds, and the audio seconds they decoded
+    for the first time (a window's later fallback passes add device seconds, no audio)."""
+
+    device_s: float = 0.0
+    audio_s: float = 0.0
+
+    def __add__(self, other: DeviceUsage) -> DeviceUsage:
+        return DeviceUsage(self.device_s + other.device_s, self.audio_s + other.audio_s)
+
+    @property
+    def rate(self) -> float | None:
+        """Device seconds per audio second (None before any audio)."""
+        return self.device_s / self.audio_s if self.audio_s > 0 else None
+
+
 class KeyStore(ABC):
     @abstractmethod
     async def create(self, key: ApiKey) -> None:
@@ -120,13 +144,13 @@ class KeyStore(ABC):
         ``limit``: the new total, or None (nothing added) when it would not fit."""
 
     @abstractmethod
-    async def spend(self, spent: Mapping[str, float], day: str) -> None:
-        """Add each key's device seconds (``spent``: key id -> seconds) to its usage on
-        ``day``: what its forward passes took, charged after they ran."""
+    async def spend(self, spent: Mapping[str, DeviceUsage], day: str) -> None:
+        """Add each key's device usage (``spent``: key id -> usage) to its usage on ``day``:
+        what its forward passes took, charged after they ran."""
 
     @abstractmethod
-    async def spent(self, key_id: str, day: str) -> float:
-        """The device seconds the key's work took on ``day``."""
+    async def spent(self, key_id: str, day: str) -> DeviceUsage:
+        """What the key's forward passes took on ``day``."""
 
     async def active(self) -> list[ApiKey]:
         return [key for key in await self.all() if key.revoked_at is None]

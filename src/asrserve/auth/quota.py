@@ -20,7 +20,7 @@ async def charge(keys: KeyStore, principal: Principal, seconds: float) -> None:
     now = dt.datetime.now(dt.UTC)
     day = now.date().isoformat()
     device = principal.device_seconds_per_day
-    if device and await keys.spent(principal.key_id, day) >= device:
+    if device and (await keys.spent(principal.key_id, day)).device_s >= device:
         message = f"the daily quota of {device:g} device seconds is used up (resets 00:00 UTC)"
         raise QuotaExceeded(message, retry_after=_until_midnight(now))
     minutes = principal.audio_minutes_per_day

@@ -9,6 +9,7 @@ Key layout (``P`` is the deployment's prefix):
 - ``P:usage:<id>:<day>``      seconds of audio charged to the key that day; expires two days
   after its last charge
 - ``P:device:<id>:<day>``     device seconds its forward passes took that day; the same expiry
+- ``P:device_audio:<id>:<day>`` audio seconds those passes decoded for the first time; the same
 
 Keys never expire.
 """
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from asrserve.auth.keys import ApiKey, DuplicateName, KeyStore
+from asrserve.auth.keys import ApiKey, DeviceUsage, DuplicateName, KeyStore
 from asrserve.backends.redis_documents import Raw, Writer, text, transact
 
 USAGE_TTL_S = 2 * 86400
@@ -133,16 +134,19 @@ class RedisKeyStore(KeyStore):
         )
         return None if total is None else float(total)
 
-    def _device(self, key_id: str, day: str) -> str:
-        return f"{self._p}:device:{key_id}:{day}"
+    def _device(self, key_id: str, day: str) -> tuple[str, str]:
+        return f"{self._p}:device:{key_id}:{day}", f"{self._p}:device_audio:{key_id}:{day}"
 
-    async def spend(self, spent: Mapping[str, float], day: str) -> None:
+    async def spend(self, spent: Mapping[str, DeviceUsage], day: str) -> None:
         async with self._client.pipeline(transaction=False) as pipe:
-            for key_id, seconds in spent.items():
-                pipe.incrbyfloat(self._device(key_id, day), seconds)
-                pipe.expire(self._device(key_id, day), USAGE_TTL_S)
+            for key_id, used in spent.items():
+                device, audio = self._device(key_id, day)
+                for counter, seconds in ((device, used.device_s), (audio, used.audio_s)):
+                    pipe.incrbyfloat(counter, seconds)
+                    pipe.expire(counter, USAGE_TTL_S)
             await pipe.execute()
 
-    async def spent(self, key_id: str, day: str) -> float:
-        value: Raw | None = await self._client.get(self._device(key_id, day))
-        return 0.0 if value is None else float(value)
+    async def spent(self, key_id: str, day: str) -> DeviceUsage:
+        values: list[Raw | None] = await self._client.mget(list(self._device(key_id, day)))
+        device, audio = (0.0 if value is None else float(value) for value in values)
+        return DeviceUsage(device, audio)

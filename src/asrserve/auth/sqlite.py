@@ -6,7 +6,7 @@ import sqlite3
 import time
 from collections.abc import Mapping
 
-from asrserve.auth.keys import ApiKey, DuplicateName, KeyStore
+from asrserve.auth.keys import ApiKey, DeviceUsage, DuplicateName, KeyStore
 from asrserve.backends.sqlite import Database
 
 SCHEMA = """
@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS key_device_usage (
     key_id TEXT NOT NULL,
     day TEXT NOT NULL,
     device_s REAL NOT NULL,
+    audio_s REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (key_id, day)
 );
 """
@@ -36,6 +37,7 @@ class SqliteKeyStore(KeyStore):
     def __init__(self, db: Database) -> None:
         self._db = db
         db.migrate(SCHEMA)
+        db.add_columns("key_device_usage", [("audio_s", "REAL NOT NULL DEFAULT 0")])
 
     async def create(self, key: ApiKey) -> None:
         def tx(conn: sqlite3.Connection) -> None:
@@ -104,20 +106,22 @@ class SqliteKeyStore(KeyStore):
 
         return await self._db.run(tx)
 
-    async def spend(self, spent: Mapping[str, float], day: str) -> None:
-        rows = [(key_id, day, seconds) for key_id, seconds in spent.items()]
+    async def spend(self, spent: Mapping[str, DeviceUsage], day: str) -> None:
+        rows = [(key_id, day, used.device_s, used.audio_s) for key_id, used in spent.items()]
         await self._db.run(
             lambda c: c.executemany(
-                "INSERT INTO key_device_usage VALUES (?, ?, ?) ON CONFLICT (key_id, day)"
-                " DO UPDATE SET device_s = device_s + excluded.device_s",
+                "INSERT INTO key_device_usage (key_id, day, device_s, audio_s)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (key_id, day) DO UPDATE SET"
+                " device_s = device_s + excluded.device_s, audio_s = audio_s + excluded.audio_s",
                 rows,
             )
         )
 
-    async def spent(self, key_id: str, day: str) -> float:
+    async def spent(self, key_id: str, day: str) -> DeviceUsage:
         row = await self._db.run(
             lambda c: c.execute(
-                "SELECT device_s FROM key_device_usage WHERE key_id = ? AND day = ?", (key_id, day)
+                "SELECT device_s, audio_s FROM key_device_usage WHERE key_id = ? AND day = ?",
+                (key_id, day),
             ).fetchone()
         )
-        return 0.0 if row is None else float(row["device_s"])
+        return DeviceUsage() if row is None else DeviceUsage(row["device_s"], row["audio_s"])

@@ -360,10 +360,16 @@ class Scheduler:
             audio_seconds=sum(item.duration for item in batch),
             padded_frames=window * len(batch) - real,
             total_frames=window * len(batch),
+            resumed_seconds=sum(item.duration - item.new_seconds for item in batch),
         )
         self.stats.record(record)
-        tenants = [item.tenant for item in batch]
-        self.shares.charge(tenants, [item.frames[0] for item in batch], record.compute, finished)
+        self.shares.charge(
+            [item.tenant for item in batch],
+            [item.frames[0] for item in batch],
+            record.compute,
+            finished,
+            [item.new_seconds for item in batch],
+        )
         if batch[0].chunk is not None and batch[0].options.task not in _NOT_WHISPER_WINDOWS:
             self.cost.observe(record.size, record.audio_seconds, record.compute)
         self.curves.observe(batch[0].cost_key, record.size, record.audio_seconds, record.compute)

@@ -32,21 +32,31 @@ def split(tenants: Sequence[str], frames: Sequence[int]) -> dict[str, float]:
 class DeviceShares:
     half_life: float = HALF_LIFE_S
     _accounts: dict[str, tuple[float, float]] = field(default_factory=dict)  # (s, as of)
-    # told each charge (the tenant, its device seconds) as it is made: a daily meter
-    listeners: list[Callable[[str, float], None]] = field(default_factory=list)
+    # told each charge as it is made (the tenant, its device seconds, the audio seconds of
+    # its windows decoded for the first time): a daily meter
+    listeners: list[Callable[[str, float, float], None]] = field(default_factory=list)
 
     def charge(
-        self, tenants: Sequence[str], frames: Sequence[int], seconds: float, now: float
+        self,
+        tenants: Sequence[str],
+        frames: Sequence[int],
+        seconds: float,
+        now: float,
+        new_audio: Sequence[float] = (),
     ) -> None:
         """One pass of ``seconds`` on a device, over windows of ``tenants`` each holding
-        ``frames`` encoder frames."""
+        ``frames`` encoder frames and ``new_audio`` seconds of audio not decoded before
+        (none given: no audio, as for CPU steps)."""
         if seconds <= 0:
             return
+        audio: dict[str, float] = {}
+        for tenant, held in zip(tenants, new_audio or [0.0] * len(tenants), strict=True):
+            audio[tenant] = audio.get(tenant, 0.0) + held
         for tenant, part in split(tenants, frames).items():
             share = seconds * part
             self._accounts[tenant] = (self.used(tenant, now) + share, now)
             for listener in self.listeners:
-                listener(tenant, share)
+                listener(tenant, share, audio[tenant])
 
     def used(self, tenant: str, now: float) -> float:
         """Device seconds ``tenant`` took lately (decayed to ``now``)."""

@@ -15,9 +15,15 @@ class BatchRecord:
     started: float
     finished: float
     waits: list[float]  # per item: seconds between enqueue and dispatch
-    audio_seconds: float
+    audio_seconds: float  # the windows' audio: the pass's work
     padded_frames: int = 0  # encoder input frames that were padding
     total_frames: int = 0
+    resumed_seconds: float = 0.0  # of which in windows resumed past a fallback pause
+
+    @property
+    def new_seconds(self) -> float:
+        """Audio decoded for the first time: what the pass took off the backlog."""
+        return self.audio_seconds - self.resumed_seconds
 
     @property
     def compute(self) -> float:
@@ -48,7 +54,7 @@ class SchedulerStats:
     def record(self, batch: BatchRecord) -> None:
         self.batches += 1
         self.items += batch.size
-        self.audio_seconds += batch.audio_seconds
+        self.audio_seconds += batch.new_seconds
         self.batch_sizes[batch.size] += 1
         self.busy_seconds[batch.device] += batch.compute
         self.wait_seconds_total += sum(batch.waits)
@@ -59,6 +65,12 @@ class SchedulerStats:
         """Audio seconds per second with every device busy, as measured so far."""
         busy = sum(self.busy_seconds.values()) / max(len(self.devices), 1)
         return self.audio_seconds / busy if busy > 0 else None
+
+    def device_cost(self) -> float | None:
+        """Device seconds per audio second, as measured so far: what admission's limits in
+        device seconds count queued audio at."""
+        busy = sum(self.busy_seconds.values())
+        return busy / self.audio_seconds if self.audio_seconds > 0 else None
 
     def padding_waste(self) -> float:
         return self.padded_frames / self.total_frames if self.total_frames else 0.0
@@ -76,6 +88,7 @@ class SchedulerStats:
             "mean_batch_size": self.items / self.batches if self.batches else 0.0,
             "mean_queue_wait_s": self.wait_seconds_total / self.items if self.items else 0.0,
             "audio_seconds": round(self.audio_seconds, 3),
+            "device_s_per_audio_s": _rounded(self.device_cost()),
             "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())},
             "queued_items": {str(k): v for k, v in sorted(self.queued_items.items())},
             "queued_audio_seconds": {
@@ -87,3 +100,7 @@ class SchedulerStats:
             "device_busy_seconds": {d: round(self.busy_seconds[d], 3) for d in self.devices},
             "device_busy_fraction": {d: round(f, 4) for d, f in self.busy_fraction().items()},
         }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

@@ -66,3 +66,9 @@ class WorkItem:
         if self.chunk is not None:
             return self.chunk.duration
         return 0.0 if self.audio is None else self.audio.shape[0] / SAMPLING_RATE
+
+    @property
+    def new_seconds(self) -> float:
+        """The audio seconds a pass decodes for the first time: none for a window resumed
+        between fallback passes (an earlier pass tried it)."""
+        return 0.0 if self.chunk is not None and self.chunk.rung > 0 else self.duration
