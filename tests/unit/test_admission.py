@@ -3,13 +3,18 @@ the Redis ones (shared by every API node)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
 import pytest
 import redis.asyncio as aioredis
 
 from asrserve.admission.base import Admission, Backlog
 from asrserve.admission.local import LocalAdmission
 from asrserve.admission.redis import RedisAdmission
+from asrserve.auth.keys import DeviceUsage, utc_day
 from asrserve.auth.limits import LocalRateLimiter, RateLimiter, RedisRateLimiter
+from asrserve.backends.backend import open_backend
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.cluster.local import LocalRegistry
 from asrserve.cluster.redis import RedisRegistry
@@ -22,6 +27,14 @@ from tests.support.loop import Run
 SETTINGS = Settings(
     max_queued_jobs=2, max_queued_audio_s=100.0, max_queued_share=0.5, redis_prefix="t"
 )
+# 20 device seconds a class, 10 a key: 40 s of audio at 0.5 device s per audio s.
+DEVICE = Settings(
+    max_queued_jobs=10,
+    max_queued_audio_s=100.0,
+    max_queued_device_s=20.0,
+    max_queued_share=0.5,
+    redis_prefix="t",
+)
 Nodes = tuple[Admission, Admission]
 
 
@@ -33,8 +46,12 @@ class AdmissionContract:
         raise NotImplementedError
 
     @pytest.fixture
-    def nodes(self, registry: WorkerRegistry) -> Nodes:
+    def nodes_for(self, registry: WorkerRegistry) -> Callable[[Settings], Nodes]:
         raise NotImplementedError
+
+    @pytest.fixture
+    def nodes(self, nodes_for: Callable[[Settings], Nodes]) -> Nodes:
+        return nodes_for(SETTINGS)
 
     def test_over_the_limit_is_queue_full_with_a_retry_after(self, nodes: Nodes, run: Run) -> None:
         admission, other = nodes
@@ -122,6 +139,40 @@ class AdmissionContract:
             run(admission.admit(Priority.ASYNC, 10.0))
         assert full.value.retry_after == 2  # one 60 s job too many at 30 s/s
 
+    def test_a_limit_in_device_seconds_counts_audio_at_the_workers_measured_cost(
+        self, nodes_for: Callable[[Settings], Nodes], registry: WorkerRegistry, run: Run
+    ) -> None:
+        admission, other = nodes_for(DEVICE)
+        run(registry.report("w1", {"audio_seconds": 40.0, "device_busy_seconds": {"0": 8.0}}))
+        run(registry.report("w2", {"audio_seconds": 20.0, "device_busy_seconds": {"0": 22.0}}))
+        run(other.added(Priority.ASYNC, 30.0))
+        run(admission.admit(Priority.ASYNC, 10.0))  # 40 s: 20 device s, the limit
+        with pytest.raises(QueueFull) as full:
+            run(admission.admit(Priority.ASYNC, 11.0))
+        assert "(1 jobs, 30 s of audio, about 15 device seconds waiting)" in str(full.value)
+
+    def test_a_keys_share_counts_its_audio_at_its_own_higher_cost(
+        self, nodes_for: Callable[[Settings], Nodes], run: Run
+    ) -> None:
+        """A key whose passes took 2 device s per audio s today may hold 5 s of audio of
+        the class; another, at the measured 0.5, 20 s."""
+        admission, other = nodes_for(DEVICE)
+        admission.device_cost = lambda: 0.5
+        admission.key_usage = usage({"loops": DeviceUsage(20.0, 10.0)})
+        run(other.added(Priority.ASYNC, 4.0, owner="loops"))
+        run(other.added(Priority.ASYNC, 4.0, owner="plain"))
+        run(admission.admit(Priority.ASYNC, 15.0, owner="plain"))
+        with pytest.raises(QueueFull) as full:
+            run(admission.admit(Priority.ASYNC, 2.0, owner="loops"))
+        assert "you hold 1 jobs (4 s of audio, about 8 device seconds)" in str(full.value)
+
+
+def usage(spent: dict[str, DeviceUsage]) -> Callable[[str], Awaitable[DeviceUsage]]:
+    async def key_usage(owner: str) -> DeviceUsage:
+        return spent.get(owner, DeviceUsage())
+
+    return key_usage
+
 
 class TestLocalAdmission(AdmissionContract):
     @pytest.fixture
@@ -129,9 +180,12 @@ class TestLocalAdmission(AdmissionContract):
         return LocalRegistry()
 
     @pytest.fixture
-    def nodes(self, registry: WorkerRegistry) -> Nodes:
-        admission = LocalAdmission(SETTINGS, registry)
-        return admission, admission
+    def nodes_for(self, registry: WorkerRegistry) -> Callable[[Settings], Nodes]:
+        def nodes(settings: Settings) -> Nodes:
+            admission = LocalAdmission(settings, registry)
+            return admission, admission
+
+        return nodes
 
 
 class TestRedisAdmission(AdmissionContract):
@@ -140,11 +194,16 @@ class TestRedisAdmission(AdmissionContract):
         return RedisRegistry(redis_client, "t", lease_s=30.0)
 
     @pytest.fixture
-    def nodes(self, registry: WorkerRegistry, redis_client: aioredis.Redis) -> Nodes:
-        return (
-            RedisAdmission(SETTINGS, redis_client, registry),
-            RedisAdmission(SETTINGS, redis_client, registry),
-        )
+    def nodes_for(
+        self, registry: WorkerRegistry, redis_client: aioredis.Redis
+    ) -> Callable[[Settings], Nodes]:
+        def nodes(settings: Settings) -> Nodes:
+            return (
+                RedisAdmission(settings, redis_client, registry),
+                RedisAdmission(settings, redis_client, registry),
+            )
+
+        return nodes
 
 
 Limiters = tuple[RateLimiter, RateLimiter]
@@ -192,3 +251,15 @@ class TestRedisRateLimiter(RateLimiterContract):
     @pytest.fixture
     def limiters(self, redis_client: aioredis.Redis) -> Limiters:
         return RedisRateLimiter(redis_client, "t"), RedisRateLimiter(redis_client, "t")
+
+
+def test_the_backends_admission_reads_a_keys_device_usage_of_today(
+    tmp_path: Path, run: Run
+) -> None:
+    backend = open_backend(Settings(data_dir=tmp_path))
+    try:
+        run(backend.keys.spend({"key_a": DeviceUsage(2.0, 4.0)}, utc_day()))
+        run(backend.keys.spend({"key_a": DeviceUsage(8.0, 1.0)}, "2024-01-01"))
+        assert run(backend.admission.key_usage("key_a")) == DeviceUsage(2.0, 4.0)
+    finally:
+        run(backend.aclose())

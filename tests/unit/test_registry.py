@@ -173,4 +173,5 @@ def test_merged_view_of_the_workers() -> None:
     assert view["mean_batch_size"] == pytest.approx(7 / 3)
     assert view["mean_queue_wait_s"] == pytest.approx((0.5 * 6 + 1.0) / 7)
     assert view["padding_waste"] == 0.05 and view["audio_seconds"] == 35.0
+    assert view["device_s_per_audio_s"] == round(4.5 / 35.0, 4)
     assert merge([])["devices"] == [] and merge([])["mean_batch_size"] == 0.0

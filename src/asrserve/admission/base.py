@@ -5,26 +5,59 @@ estimated from the measured throughput: the time the class needs to drain the ex
 API key also has a share of each class (``ASRSERVE_MAX_QUEUED_SHARE`` of its job and audio
 limits): past it, that key is refused while others still fit, so one key cannot keep every
 other one out of a class. A key holding nothing in a class may always queue one request
-that fits the class (a share smaller than one long file must not refuse it for good). The
-counts are updated as jobs are accepted and finish, and rebuilt from the store when the
-leader's duties start. ``local.py`` keeps them in memory (embedded); ``redis.py`` keeps
-them in Redis so that every API node sees one backlog.
+that fits the class (a share smaller than one long file must not refuse it for good).
+
+An online class's limit can also be set in device seconds
+(``ASRSERVE_MAX_QUEUED_DEVICE_S``): the device time its queued audio will take, counted at
+the measured device seconds per audio second (every pass so far, on this node or the worker
+nodes). A key's share counts its own audio at its own rate of today where that is higher
+(``KeyStore.spent``): a key whose audio has cost more device time per second, such as audio
+that loops through the fallback, may queue less of it.
+
+The counts are updated as jobs are accepted and finish, and rebuilt from the store when the
+leader's duties start. ``local.py`` keeps them in memory (embedded); ``redis.py`` keeps them
+in Redis so that every API node sees one backlog.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from asrserve.auth.keys import DeviceUsage
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.errors import QueueFull
 from asrserve.jobs.models import Job, Priority
 from asrserve.settings import Settings
 
 FALLBACK_THROUGHPUT = 10.0  # audio s per s, until a batch has been measured
+FALLBACK_COST = 0.1  # device s per audio s, until a pass has been measured
 MAX_RETRY_AFTER_S = 3600
+
+
+async def unmetered(owner: str) -> DeviceUsage:
+    """The usage of a key whose passes nobody meters: none."""
+    return DeviceUsage()
+
+
+@dataclass(frozen=True)
+class Limits:
+    jobs: float
+    audio_s: float
+    cost: float  # device s per audio s the class's (or key's) audio is counted at
+    by_device: bool  # the audio limit is the device-seconds limit converted
+
+    def share(self, part: float) -> Limits:
+        return Limits(self.jobs * part, self.audio_s * part, self.cost, self.by_device)
+
+    def audio(self, backlog: Backlog) -> str:
+        """The audio ``backlog`` holds, in the units of these limits."""
+        audio = f"{backlog.audio_s:.0f} s of audio"
+        if self.by_device:
+            audio += f", about {backlog.audio_s * self.cost:.0f} device seconds"
+        return audio
 
 
 @dataclass
@@ -54,8 +87,12 @@ class Admission(ABC):
     def __init__(self, settings: Settings, registry: WorkerRegistry) -> None:
         self._settings = settings
         self._registry = registry
-        # measured audio seconds per second at full load; set once the scheduler runs
+        # measured audio seconds per second at full load, and device seconds per audio
+        # second; set once the scheduler runs
         self.throughput: Callable[[], float | None] = lambda: None
+        self.device_cost: Callable[[], float | None] = lambda: None
+        # a key's device usage of today (the key store's; set by the backend)
+        self.key_usage: Callable[[str], Awaitable[DeviceUsage]] = unmetered
 
     @abstractmethod
     async def backlog(self, priority: Priority) -> Backlog:
@@ -91,27 +128,29 @@ class Admission(ABC):
     ) -> None:
         """Raise :class:`QueueFull` if ``count`` more jobs of ``audio_s`` seconds in all would
         not fit the class, or not fit ``owner``'s share of it."""
-        max_jobs, max_audio = self._limits(priority)
+        limits = await self._limits(priority)
         name = priority.name.lower()
         backlog = await self.backlog(priority)
-        excess = _excess(backlog, max_jobs, max_audio, audio_s, count)
+        excess = _excess(backlog, limits, audio_s, count)
         if excess is not None:
             retry = await self._retry_after(excess)
             raise QueueFull(
-                f"the {name} queue is full ({backlog.jobs} jobs, {backlog.audio_s:.0f} s of "
-                f"audio waiting); retry in about {retry} s",
+                f"the {name} queue is full ({backlog.jobs} jobs, {limits.audio(backlog)} "
+                f"waiting); retry in about {retry} s",
                 retry_after=retry,
             )
         if owner is None:
             return
         mine = await self.held(priority, owner)
-        share = self._settings.max_queued_share
-        excess = _excess(mine, max_jobs * share, max_audio * share, audio_s, count)
-        if mine.jobs and excess is not None:
+        if not mine.jobs:
+            return
+        share = (await self._limits(priority, owner)).share(self._settings.max_queued_share)
+        excess = _excess(mine, share, audio_s, count)
+        if excess is not None:
             retry = await self._retry_after(excess)
             raise QueueFull(
-                f"you hold {mine.jobs} jobs ({mine.audio_s:.0f} s of audio) of the {name} "
-                f"queue, your share of it; retry in about {retry} s",
+                f"you hold {mine.jobs} jobs ({share.audio(mine)}) of the {name} queue, your "
+                f"share of it; retry in about {retry} s",
                 retry_after=retry,
             )
 
@@ -127,6 +166,13 @@ class Admission(ABC):
             return await self._registry.throughput()
         return local
 
+    async def measured_device_cost(self) -> float | None:
+        """This node's scheduler's, or the live worker nodes' when this node runs none."""
+        local = self.device_cost()
+        if local is None:
+            return await self._registry.device_cost()
+        return local
+
     async def view(self) -> dict[str, dict[str, float]]:
         backlogs = {p: await self.backlog(p) for p in Priority}
         return {
@@ -134,20 +180,28 @@ class Admission(ABC):
             for p, b in backlogs.items()
         }
 
-    def _limits(self, priority: Priority) -> tuple[int, float]:
+    async def _limits(self, priority: Priority, owner: str | None = None) -> Limits:
+        """The class's limits, or those ``owner``'s share is a part of: the audio limit is
+        the lower of the audio seconds and the device seconds converted at the measured cost
+        (an owner's own cost of today where it is higher)."""
         settings = self._settings
         if priority is Priority.OFFLINE:
-            return settings.batch_api_max_queued_requests, math.inf
-        return settings.max_queued_jobs, settings.max_queued_audio_s
+            return Limits(settings.batch_api_max_queued_requests, math.inf, 0.0, False)
+        jobs, audio = settings.max_queued_jobs, settings.max_queued_audio_s
+        if not settings.max_queued_device_s:
+            return Limits(jobs, audio, 0.0, False)
+        cost = await self.measured_device_cost() or FALLBACK_COST
+        if owner is not None:
+            cost = max(cost, (await self.key_usage(owner)).rate or 0.0)
+        device = settings.max_queued_device_s / cost
+        return Limits(jobs, min(audio, device), cost, device < audio)
 
 
-def _excess(
-    backlog: Backlog, max_jobs: float, max_audio: float, audio_s: float, count: int
-) -> float | None:
+def _excess(backlog: Backlog, limits: Limits, audio_s: float, count: int) -> float | None:
     """The audio seconds by which ``count`` more jobs of ``audio_s`` seconds in all overflow
     ``backlog``'s limits (extra jobs counted at the backlog's mean length); None if they fit."""
-    extra_jobs = backlog.jobs + count - max_jobs
-    extra_audio = backlog.audio_s + audio_s - max_audio
+    extra_jobs = backlog.jobs + count - limits.jobs
+    extra_audio = backlog.audio_s + audio_s - limits.audio_s
     if extra_jobs <= 0 and extra_audio <= 0:
         return None
     per_job = backlog.audio_s / backlog.jobs if backlog.jobs else audio_s / count

@@ -198,6 +198,7 @@ def _view(backend: Backend, local: Inference | None) -> Any:
     admission: Admission = backend.admission
     if local is not None:
         admission.throughput = local.scheduler.stats.throughput
+        admission.device_cost = local.scheduler.stats.device_cost
 
     async def view() -> dict[str, Any]:
         depth = await backend.queue.depth()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from asrserve.admission.base import Admission
-from asrserve.auth.keys import KeyStore
+from asrserve.auth.keys import KeyStore, utc_day
 from asrserve.auth.limits import RateLimiter
 from asrserve.batch_api.store import BatchStore
 from asrserve.blobs.base import Blobs
@@ -69,9 +69,13 @@ def open_backend(settings: Settings) -> Backend:
     settings.spool_dir.mkdir(parents=True, exist_ok=True)
     url = settings.broker_url
     if url is None:
-        return _embedded(settings)
-    settings.shared_audio_dir.mkdir(parents=True, exist_ok=True)
-    return _distributed(settings, url)
+        backend = _embedded(settings)
+    else:
+        settings.shared_audio_dir.mkdir(parents=True, exist_ok=True)
+        backend = _distributed(settings, url)
+    keys = backend.keys
+    backend.admission.key_usage = lambda owner: keys.spent(owner, utc_day())
+    return backend
 
 
 async def _in_process() -> None:

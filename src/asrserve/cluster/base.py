@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asrserve.cluster.merge import merge
+
 log = logging.getLogger(__name__)
 
 Duties = Callable[[], Awaitable[None]]
@@ -50,6 +52,11 @@ class WorkerRegistry(ABC):
         """Measured audio seconds per second of every live worker together."""
         measured = [r["throughput"] for r in await self.alive() if r.get("throughput")]
         return sum(measured) if measured else None
+
+    async def device_cost(self) -> float | None:
+        """Device seconds per audio second of every live worker node together."""
+        cost: float | None = merge(await self.alive())["device_s_per_audio_s"]
+        return cost
 
 
 class Lease(ABC):

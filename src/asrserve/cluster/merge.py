@@ -37,6 +37,8 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     view["mean_queue_wait_s"] = waited / items if items else 0.0
     frames = view["total_frames"]
     view["padding_waste"] = round(view["padded_frames"] / frames, 4) if frames else 0.0
+    busy, audio = sum(view["device_busy_seconds"].values()), view["audio_seconds"]
+    view["device_s_per_audio_s"] = round(busy / audio, 4) if audio else None
     return view
 
 

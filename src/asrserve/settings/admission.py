@@ -12,6 +12,13 @@ class AdmissionSettings(BaseModel):
     max_queued_audio_s: float = Field(
         8 * 3600.0, gt=0, description="Unfinished audio seconds per online class before `429`."
     )
+    max_queued_device_s: float = Field(
+        0.0,
+        ge=0,
+        description="Unfinished work per online class in device seconds before `429` (0: no"
+        " limit): queued audio counted at the measured device seconds per audio second, a"
+        " key's share at its own rate of today where that is higher.",
+    )
     batch_api_max_queued_requests: int = Field(
         500_000, ge=1, description="Unfinished Batch API requests, all batches together."
     )
