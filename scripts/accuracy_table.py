@@ -41,11 +41,19 @@ BEAM = 5
 
 def paths(engine: FasterWhisperEngine) -> dict[str, Path_]:
     """Each column's way to turn one file into text."""
-    served = Settings().windows_for(engine.multilingual)
+    settings = Settings()
+    served = engine.capabilities.windows(settings.windows)
 
-    def windows(chosen: tuple[float, ...]) -> Path_:
+    def windows(chosen: tuple[float, ...], first_window_s: float = 30.0) -> Path_:
         return lambda path, options: (
-            transcribe_file(engine, path, options, max_seconds=3600, windows=chosen).text
+            transcribe_file(
+                engine,
+                path,
+                options,
+                max_seconds=3600,
+                windows=chosen,
+                first_window_s=first_window_s,
+            ).text
         )
 
     def none(path: Path, options: TranscriptionOptions) -> str:
@@ -58,7 +66,7 @@ def paths(engine: FasterWhisperEngine) -> dict[str, Path_]:
         return "".join(segment.text for segment in segments).strip()
 
     return {
-        "asrserve": windows(served),
+        "asrserve": windows(served, settings.first_window_s),
         "full windows": windows((30.0,)),
         "none": none,
         "faster-whisper": own,
