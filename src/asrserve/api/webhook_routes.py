@@ -18,7 +18,7 @@ async def webhook_secret(
     ctx: Annotated[ApiContext, Depends(context)], principal: Annotated[Principal, Depends(caller)]
 ) -> dict[str, Any]:
     """Verify a webhook's ``webhook-signature`` with it (Standard Webhooks: the base64
-    after ``whsec_`` is the HMAC-SHA256 key; docs/api.md)."""
+    after ``whsec_`` is the HMAC-SHA256 key; README.md, docs/security.md)."""
     return {
         "object": "webhook_secret",
         "secret": ctx.service.signer.shown(principal.owner),

@@ -141,8 +141,8 @@ def _scan(container: Any, stream: Any, *, measure: bool) -> tuple[bool | None, f
 def decode(path: Path, max_seconds: float, *, channel: int | None = None) -> np.ndarray:
     """Whole file as float32 at 16 kHz; stops reading as soon as the limit is passed.
 
-    Holds the whole file in memory: for tools and the unbatched baseline. The service's
-    batched path reads :func:`stream` a block at a time instead.
+    Holds the whole file in memory: for tools and the sequential baseline (policy ``none``).
+    The service's batched path reads :func:`stream` a block at a time instead.
     ``channel`` picks one channel of a multi-channel file instead of the mono mix.
     """
     parts = list(stream(path, max_seconds, channel=channel))

@@ -241,8 +241,9 @@ class Transcriber:
     async def _transcribe_whole(
         self, job: Job, pool: JobPool, submitted: Callable[[], None], report: Report
     ) -> Transcript:
-        """The unbatched baseline (policy ``none``): the whole file through the engine's plain
-        path, which takes the file's samples at once."""
+        """The sequential baseline (policy ``none``, not the ``unbatched`` policy, which keeps
+        this service's windows): the whole file through the engine's plain path, which takes
+        the file's samples at once."""
         async with self._blobs.local(job.audio_path) as audio:
             samples = await pool.run(
                 functools.partial(decode, audio, self._settings.max_audio_seconds)
