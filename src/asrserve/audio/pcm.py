@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from asrserve.backends.disk import DISK_RESERVE_BYTES, StorageFull, free_bytes
+from asrserve.backends.disk import DISK_RESERVE_BYTES, free_bytes
 from asrserve.engine.base import SAMPLING_RATE
+from asrserve.errors import StorageFull
 
 IN_MEMORY_BYTES = 8 * 1024 * 1024  # 4.4 minutes of 16 kHz int16
 SAMPLE_BYTES = 2

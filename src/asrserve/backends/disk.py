@@ -1,4 +1,4 @@
-"""The free space the service keeps on its data dir's file system, and the error for none.
+"""The free space the service keeps on its data dir's file system.
 
 Uploads stop short of :data:`DISK_RESERVE_BYTES` (``api/uploads.py``), and so does a job's
 decoded audio where it spills from memory to the spool (``audio/pcm.py``): the database
@@ -11,17 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from asrserve.errors import AsrError, ErrorKind
-
 MIB = 1024 * 1024
 DISK_RESERVE_BYTES = 64 * MIB
-
-
-class StorageFull(AsrError):
-    """The data dir's file system has no room beyond its reserve."""
-
-    kind = ErrorKind.UNAVAILABLE
-    default_code = "insufficient_storage"
 
 
 def free_bytes(folder: Path) -> int:
