@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import cast
 
 import pytest
 
-from asrserve.engine import loading
+from asrserve.engine import loading, whisper
 from asrserve.engine.layout import MAX_AUTO_REPLICAS, Layout, cpu_layout
 from asrserve.engine.whisper import FasterWhisperEngine
 from asrserve.settings import Settings
@@ -52,3 +53,38 @@ def test_cpu_replicas_share_one_copy_of_the_weights() -> None:
     assert weights.loaded is False
     first.load()
     assert (first.loaded, second.loaded, weights.loaded) == (True, False, True)
+
+
+class Busy:
+    """CTranslate2's model while a batch of it is active: ``unload_model`` leaves it loaded."""
+
+    def __init__(self, model: object) -> None:
+        self._model = model
+
+    @property
+    def model_is_loaded(self) -> bool:
+        return bool(self._model.model_is_loaded)
+
+    def unload_model(self) -> None:
+        pass
+
+
+def test_a_replica_whose_weights_ctranslate2_kept_still_reads_as_loaded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unload that gave up left the weights in memory while /v1/models said not loaded
+    and the log said released (issue 45)."""
+    caplog.set_level(logging.INFO, logger=whisper.__name__)
+    [engines] = loading.load(Settings(cpu_replicas=1, cpu_threads=1))
+    engine = cast(FasterWhisperEngine, engines["tiny.en"])
+    real = engine.weights.model.model
+    monkeypatch.setattr(whisper, "_UNLOAD_RETRIES", (0.0,))
+    monkeypatch.setattr(engine.weights.model, "model", Busy(real))
+    engine.unload()
+    assert (engine.loaded, engine.weights.loaded) == (True, True)
+    assert "model tiny.en on cpu:0 kept loaded" in caplog.text
+    assert "released model" not in caplog.text
+    monkeypatch.setattr(engine.weights.model, "model", real)
+    engine.unload()
+    assert (engine.loaded, engine.weights.loaded) == (False, False)
+    assert "released model tiny.en on cpu:0" in caplog.text

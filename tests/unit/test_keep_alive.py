@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 from asrserve.batch_api.requests import InvalidInput, parse_input
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
-from asrserve.batcher.residency import ModelBusy
+from asrserve.batcher.residency import RETRY_RELEASE_S, ModelBusy
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
@@ -26,6 +27,7 @@ from asrserve.settings import Settings
 from asrserve.settings.keep_alive import model_spec, parse_keep_alive
 from tests.support.fakes import FakeEngine, chunk
 from tests.support.loop import run_scheduler as run
+from tests.support.loop import settle
 
 URL = "/v1/audio/transcriptions"
 
@@ -169,6 +171,38 @@ def test_pending_or_running_work_keeps_a_model_loaded_whatever_its_keep_alive() 
             await s.residency.unload("a")
         a.gate.set()
         await asyncio.gather(*running)
+
+    run(SchedulerConfig(), [device], body)
+
+
+class Stubborn(FakeEngine):
+    """Keeps its weights at the first release, as CTranslate2 does while a batch of them is
+    still active."""
+
+    def __init__(self, model_id: str) -> None:
+        super().__init__(model_id=model_id)
+        self.tries = 0
+        self.tried = threading.Event()
+
+    def unload(self) -> None:
+        self.tries += 1
+        self.tried.set()
+        if self.tries > 1:
+            super().unload()
+
+
+def test_a_release_the_engine_could_not_do_reads_as_loaded_and_is_tried_again_later() -> None:
+    a = Stubborn("a")
+    device = Device.of("0", a)
+
+    async def body(s: Scheduler, clock: ManualClock) -> None:
+        await job(s, "a", 0.0)
+        assert await asyncio.to_thread(a.tried.wait, 5)
+        await settle()
+        assert (a.tries, s.residency.loaded("a")) == (1, True)  # not again at once
+        clock.advance(RETRY_RELEASE_S)
+        assert await asyncio.to_thread(a.unloaded.wait, 5)
+        assert not s.residency.loaded("a")
 
     run(SchedulerConfig(), [device], body)
 

@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 # A tenant's keep_alive keeps a model at most this long (or its default, if longer): past
 # it, a tenant's ``-1`` or ``1e308`` would pin the model's memory for good.
 TENANT_LONGEST_S = 3600.0
+# A release the engine could not do (it kept its weights: a batch of them was still active)
+# is tried again this much later, not at once.
+RETRY_RELEASE_S = 5.0
 
 
 class ModelBusy(Conflict):
@@ -56,6 +59,7 @@ class Residency:
         self._keep: dict[str, float] = {}
         self._users: Counter[str] = Counter()
         self._released: dict[str, float] = {}  # model id → when its last job ended
+        self._retry_at: dict[tuple[str, str], float] = {}  # (device, model) → next try
         self._started = -math.inf  # when run() started: idle time counts from there
         self.changed = asyncio.Event()  # wakes the release loop: a job ended, a batch ran
 
@@ -124,10 +128,15 @@ class Residency:
                     when = self.release_at(device, model)
                     if when is None:
                         continue
+                    when = max(when, self._retry_at.get((device.name, model), -math.inf))
                     if when > now:
                         wake = min(wake, when)
                         continue
                     await loop.run_in_executor(device.executor, engine.unload)
+                    if engine.loaded:
+                        self._retry_at[device.name, model] = now + RETRY_RELEASE_S
+                        wake = min(wake, now + RETRY_RELEASE_S)
+                        continue
                     keep = self.keep_alive(model)
                     log.info("model %s unloaded on %s: keep_alive %g s", model, device.name, keep)
             if math.isinf(wake):

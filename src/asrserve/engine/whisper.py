@@ -140,21 +140,26 @@ class SharedWeights:
             if not self.model.model.model_is_loaded:
                 self.model.model.load_model()
 
-    def let_go(self, holder: object) -> None:
+    def let_go(self, holder: object) -> bool:
+        """``holder`` no longer needs the weights; the last holder's letting go unloads them.
+        False if CTranslate2 kept them loaded (a batch was still active): ``holder`` then
+        still holds them, so that it reads as loaded and lets go again later."""
         with self._lock:
             self._holders.discard(id(holder))
-            if not self._holders and self.model.model.model_is_loaded:
-                self._unload()
+            if self._holders or not self.model.model.model_is_loaded or self._unload():
+                return True
+            self._holders.add(id(holder))
+            return False
 
-    def _unload(self) -> None:
+    def _unload(self) -> bool:
         pool = self.model.model
         for delay in _UNLOAD_RETRIES:
             time.sleep(delay)  # a back-off on CTranslate2's own counter, which has no event
             pool.unload_model()
             if not pool.model_is_loaded:
                 give_back()  # else the freed weights stay in the RSS (asrserve/engine/memory.py)
-                return
-        log.warning("CTranslate2 kept its model loaded: a batch was still active")
+                return True
+        return False
 
     def held_by(self, holder: object) -> bool:
         return id(holder) in self._holders
@@ -285,13 +290,11 @@ class FasterWhisperEngine(Engine):
         return self.weights.held_by(self)
 
     def unload(self) -> None:
-        self.weights.let_go(self)
-        log.info(
-            "released model %s on %s:%d",
-            self.model_id,
-            self.config.device,
-            self.config.device_index,
-        )
+        where = (self.model_id, self.config.device, self.config.device_index)
+        if self.weights.let_go(self):
+            log.info("released model %s on %s:%d", *where)
+        else:
+            log.warning("model %s on %s:%d kept loaded: a batch was still active", *where)
 
     def load(self) -> None:
         self.weights.hold(self)
