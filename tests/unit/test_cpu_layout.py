@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -58,7 +58,7 @@ def test_cpu_replicas_share_one_copy_of_the_weights() -> None:
 class Busy:
     """CTranslate2's model while a batch of it is active: ``unload_model`` leaves it loaded."""
 
-    def __init__(self, model: object) -> None:
+    def __init__(self, model: Any) -> None:  # ctranslate2.models.Whisper (untyped)
         self._model = model
 
     @property
