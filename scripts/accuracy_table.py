@@ -32,8 +32,8 @@ from asrserve.engine.whisper import (  # noqa: E402
     bundled_model_path,
 )
 from asrserve.inference.direct import transcribe_file  # noqa: E402
-from asrserve.jobs.models import Task, TranscriptionOptions  # noqa: E402
 from asrserve.settings import Settings  # noqa: E402
+from asrserve.vocabulary import Task, TranscriptionOptions  # noqa: E402
 
 Path_ = Callable[[Path, TranscriptionOptions], str]
 BEAM = 5

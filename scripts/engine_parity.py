@@ -28,8 +28,8 @@ from tests.support.real_speech import english  # noqa: E402
 
 from asrserve.bench.wer import wer  # noqa: E402
 from asrserve.engine.base import Engine  # noqa: E402
-from asrserve.jobs.models import Task, TranscriptionOptions  # noqa: E402
 from asrserve.transcript import Transcript  # noqa: E402
+from asrserve.vocabulary import Task, TranscriptionOptions  # noqa: E402
 
 WINDOWS = {"adaptive": (5.0, 10.0, 15.0, 20.0, 30.0), "full": (30.0,)}
 

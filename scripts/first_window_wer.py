@@ -34,8 +34,8 @@ from asrserve.bench.wer import wer  # noqa: E402
 from asrserve.engine.base import SAMPLING_RATE  # noqa: E402
 from asrserve.engine.whisper import EngineConfig, FasterWhisperEngine, bundled_model_path  # noqa: E402
 from asrserve.inference.direct import transcribe_file  # noqa: E402
-from asrserve.jobs.models import TranscriptionOptions  # noqa: E402
 from asrserve.settings import Settings  # noqa: E402
+from asrserve.vocabulary import TranscriptionOptions  # noqa: E402
 
 
 def joined(

@@ -19,11 +19,12 @@ from asrserve.bench.der import Labelled, score
 from asrserve.bench.diarize import named_speech
 from asrserve.inference import diarizing
 from asrserve.inference.preprocess_stats import JobPool
-from asrserve.jobs.models import Diarization, Job
+from asrserve.jobs.models import Job
 from asrserve.speakers.cluster import cluster
 from asrserve.speakers.diarize import diarize, embed, features, regions
 from asrserve.speakers.embedder import CamPlusPlusEmbedder, SpeakerEmbedder, installed
 from asrserve.speakers.turns import Turn, clips
+from asrserve.vocabulary import Diarization
 
 CONVERSATIONS = range(100, 110)  # not among the seeds the clustering was tuned on (0-39)
 

@@ -18,9 +18,9 @@ from asrserve.bench.corpus import Clip
 from asrserve.bench.wer import wer
 from asrserve.engine.base import Engine
 from asrserve.inference.direct import transcribe_prepared
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
+from asrserve.vocabulary import TranscriptionOptions
 from tests.support.real_speech import english
 from tests.support.servers import REAL_SPEECH, ROOT
 

@@ -18,7 +18,7 @@ from asrserve.engine import pipeline, whisper
 from asrserve.engine.base import Engine
 from asrserve.engine.whisper import FasterWhisperEngine
 from asrserve.inference.direct import transcribe_prepared
-from asrserve.jobs.models import TranscriptionOptions
+from asrserve.vocabulary import TranscriptionOptions
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,9 @@ from asrserve.bench.corpus import Clip
 from asrserve.bench.wer import wer
 from asrserve.engine.base import Engine
 from asrserve.engine.fallback import compression_ratio, repeats_phrase
-from asrserve.jobs.models import Task, TranscriptionOptions
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
+from asrserve.vocabulary import Task, TranscriptionOptions
 from tests.support import engines
 from tests.support.corpus_languages import LanguageClip
 from tests.support.languages import MODEL_CACHE, REAL_LANGUAGES, real_prompts

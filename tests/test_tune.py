@@ -16,12 +16,13 @@ import pytest
 from asrserve.batcher.recording import ARRIVALS, BATCHES, TrafficRecorder, read_rows
 from asrserve.batcher.stats import BatchRecord
 from asrserve.bench.corpus import Clip
-from asrserve.jobs.models import Job, Priority, TranscriptionOptions
+from asrserve.jobs.models import Job
 from asrserve.settings import Settings
 from asrserve.tune.chunks import chunk_durations, window_frames
 from asrserve.tune.cli import recommend
 from asrserve.tune.model import LatencyModel, curves, describe_curves, fit, fit_overhead
 from asrserve.tune.simulator import Request, Setting, SimulatedService, simulate
+from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.servers import Server
 
 MODEL = LatencyModel(a=0.05, b=0.02, c=0.1, whole_b=0.04, whole_c=0.05)

@@ -18,8 +18,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import KnownSpeaker
 from asrserve.openai_params import values
+from asrserve.vocabulary import KnownSpeaker
 
 NAMES = "known_speaker_names[]"
 REFERENCES = "known_speaker_references[]"

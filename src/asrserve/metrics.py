@@ -10,7 +10,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
-from asrserve.jobs.models import Job, Priority
+from asrserve.jobs.models import Job
+from asrserve.vocabulary import Priority
 
 BATCH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128)
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import Chunking
+from asrserve.vocabulary import Chunking
 
 Fields = Mapping[str, Sequence[str]]
 

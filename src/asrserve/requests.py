@@ -13,10 +13,10 @@ from asrserve.engine.catalog import Catalog
 from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import MAX_SPEAKERS, Diarization, Task, TranscriptionOptions
 from asrserve.known_speakers import known_speakers
 from asrserve.settings.keep_alive import parse_keep_alive
 from asrserve.subtitles import LIMITS, CueLimits
+from asrserve.vocabulary import MAX_SPEAKERS, Diarization, Task, TranscriptionOptions
 
 GRANULARITIES = {"word", "segment"}
 MAX_PROMPT_CHARS = 1000

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from asrserve.jobs.models import Priority
 from asrserve.queue.base import Queue
+from asrserve.vocabulary import Priority
 
 
 class QueueContract:

@@ -10,9 +10,9 @@ from pathlib import Path
 from asrserve.audio.chunk import assemble
 from asrserve.audio.features import PreparedAudio, prepare
 from asrserve.engine.base import Engine, RawSegment
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
+from asrserve.vocabulary import TranscriptionOptions
 
 BATCH = 16
 

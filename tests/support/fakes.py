@@ -19,8 +19,8 @@ from asrserve.engine.base import (
     Settled,
     unheard,
 )
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript
+from asrserve.vocabulary import TranscriptionOptions
 
 # an English-only model that takes short windows, as tiny.en on CTranslate2 does
 FAKE_CAPABILITIES = Capabilities(

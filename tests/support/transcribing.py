@@ -14,9 +14,10 @@ from asrserve.engine.base import Engine
 from asrserve.inference.preprocess_stats import PreprocessStats
 from asrserve.inference.priority_pool import PriorityPool
 from asrserve.inference.transcriber import Transcriber
-from asrserve.jobs.models import Job, Priority, Progress
+from asrserve.jobs.models import Job, Progress
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
+from asrserve.vocabulary import Priority
 
 
 async def _durably(what: str, operation: Any) -> Any:

@@ -19,8 +19,9 @@ from asrserve.cluster.base import WorkerRegistry
 from asrserve.cluster.local import LocalRegistry
 from asrserve.cluster.redis import RedisRegistry
 from asrserve.errors import QueueFull
-from asrserve.jobs.models import Job, Priority
+from asrserve.jobs.models import Job
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority
 from tests.support.loop import Run
 
 # Each key's share: one job, 50 s of audio of a class.

@@ -25,12 +25,13 @@ from asrserve.backends.redis import connect
 from asrserve.backends.sqlite import Database
 from asrserve.cluster.local import LocalRegistry
 from asrserve.cluster.redis import RedisRegistry
-from asrserve.jobs.models import Job, JobError, Priority
+from asrserve.jobs.models import Job, JobError
 from asrserve.jobs.redis import RedisJobStore
 from asrserve.jobs.sqlite import SqliteJobStore
 from asrserve.jobs.store import JobStore
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
+from asrserve.vocabulary import Priority
 from tests.support.loop import Run
 
 SETTINGS = Settings()

@@ -17,7 +17,6 @@ from asrserve.jobs.models import (
     JobStatus,
     PartialSegment,
     Progress,
-    TranscriptionOptions,
     WebhookStatus,
     new_job_id,
     new_job_id_at,
@@ -27,6 +26,7 @@ from asrserve.jobs.sqlite import SCHEMA, SqliteJobStore
 from asrserve.jobs.store import JobStore
 from asrserve.queue.base import Queue
 from asrserve.queue.sqlite import SqliteQueue
+from asrserve.vocabulary import TranscriptionOptions
 from tests.support.contracts import QueueContract
 from tests.support.fakes import transcript
 from tests.support.loop import Run

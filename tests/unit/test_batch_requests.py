@@ -25,8 +25,9 @@ from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import Job, JobError, JobStatus, Task
+from asrserve.jobs.models import Job, JobError, JobStatus
 from asrserve.requests import MAX_PROMPT_CHARS, parse_request
+from asrserve.vocabulary import Task
 from tests.support.fakes import transcript
 
 MODEL = Catalog.of([ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)])

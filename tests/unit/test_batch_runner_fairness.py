@@ -19,11 +19,12 @@ from asrserve.bench.corpus import write_wav
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.files.models import FilePurpose, StoredFile
-from asrserve.jobs.models import JobStatus, Priority
+from asrserve.jobs.models import JobStatus
 from asrserve.service.batch_runner import CANCEL_STEP, BatchRunner
 from asrserve.service.files import Files
 from asrserve.service.jobs import Service
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority
 
 CATALOG = Catalog.of([ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)])
 ENDPOINT = "/v1/audio/transcriptions"

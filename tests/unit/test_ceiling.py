@@ -20,8 +20,8 @@ from asrserve.bench.ceiling_layout import (
 )
 from asrserve.bench.runner import report
 from asrserve.engine.base import NEVER, ChunkInput, Engine, Pause, RawSegment, Settled, unheard
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
+from asrserve.vocabulary import TranscriptionOptions
 from tests.support.fakes import FakeEngine
 
 

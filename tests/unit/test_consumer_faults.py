@@ -17,8 +17,9 @@ from asrserve.bench.corpus import Clip
 from asrserve.inference.consumer import Consumer, Lane
 from asrserve.inference.priority_pool import PriorityPool
 from asrserve.inference.runtime import requeue_lost
-from asrserve.jobs.models import Job, JobStatus, Priority
+from asrserve.jobs.models import Job, JobStatus
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority
 from tests.support.fakes import FakeEngine
 
 

@@ -17,9 +17,10 @@ from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.inference.consumer import Consumer, Lane
 from asrserve.inference.priority_pool import PriorityPool
-from asrserve.jobs.models import Job, Priority
+from asrserve.jobs.models import Job
 from asrserve.queue.base import Delivery, Queue
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority
 from tests.support.fakes import FakeEngine
 
 

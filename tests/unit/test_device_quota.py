@@ -21,8 +21,8 @@ from asrserve.cli.main import main
 from asrserve.engine.base import ChunkInput
 from asrserve.errors import QuotaExceeded
 from asrserve.inference.device_meter import DeviceMeter
-from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine
 from tests.support.loop import Run
 

@@ -12,7 +12,7 @@ from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.engine.base import NEVER, ChunkInput, Pause, RawSegment, Settled, unheard
 from asrserve.engine.fallback import TEMPERATURES, Attempt, decode_all
-from asrserve.jobs.models import Priority, TranscriptionOptions
+from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
 from tests.support.loop import busy, run_on_engine, settle
 

@@ -12,8 +12,8 @@ from asrserve.audio.vad import SpeechDetector
 from asrserve.engine.base import RawSegment, RawWord
 from asrserve.engine.decoding import stack_padded
 from asrserve.formats import ResponseFormat, WhisperOutput, render, render_whisper, timestamp
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
+from asrserve.vocabulary import TranscriptionOptions
 from tests.support.fakes import raw_segment
 
 

@@ -21,10 +21,10 @@ from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.sources import resolve_models
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.requests import parse_request
 from asrserve.settings import Settings
 from asrserve.settings.keep_alive import model_spec, parse_keep_alive
+from asrserve.vocabulary import TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
 from tests.support.loop import run_scheduler as run
 from tests.support.loop import settle

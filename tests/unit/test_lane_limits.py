@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from asrserve.inference.consumer import Lane, _limits
 from asrserve.inference.priority_pool import PriorityPool
-from asrserve.jobs.models import Priority
+from asrserve.vocabulary import Priority
 
 INTERACTIVE, ASYNC = Priority.INTERACTIVE, Priority.ASYNC
 

@@ -13,11 +13,11 @@ from openai.types.realtime import RealtimeTranscriptionSessionCreateRequest
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import DeadlineExceeded, InvalidRequest
-from asrserve.jobs.models import Task
 from asrserve.live import config as live_config
 from asrserve.live import events, ga
 from asrserve.live.audio import ALAW, ULAW, PcmInput
 from asrserve.live.turns import TurnDetection
+from asrserve.vocabulary import Task
 from tests.support.g711 import encode
 from tests.support.realtime_types import beta_event, ga_event
 

@@ -18,12 +18,12 @@ from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.engine.base import NEVER, ChunkInput, Pause, RawSegment, Settled, unheard
 from asrserve.errors import QuotaExceeded
-from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.live.decoder import LiveDecoder
 from asrserve.live.errors import LiveError
 from asrserve.live.session import LiveLimits, LiveSession, SessionConfig
 from asrserve.live.turns import TurnDetection
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk, raw_segment
 
 JFK = Path(__file__).parents[1] / "data" / "jfk.flac"

@@ -17,9 +17,10 @@ from asrserve.batch_api.requests import _fields
 from asrserve.engine.base import SAMPLING_RATE, ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import Chunking, Diarization, Job, JobStatus, Task, TranscriptionOptions
+from asrserve.jobs.models import Job, JobStatus
 from asrserve.requests import parse_request
 from asrserve.transcript import TokenLogprob
+from asrserve.vocabulary import Chunking, Diarization, Task, TranscriptionOptions
 from tests.support.fakes import transcript
 from tests.support.payloads import wav_bytes
 

@@ -29,11 +29,11 @@ from asrserve.engine.base import (
     Settled,
     unheard,
 )
-from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.transcript import Transcript
 from asrserve.tune.chunks import DEFAULT_WINDOWS, Item, chunk_durations, window_frames
 from asrserve.tune.model import LatencyModel
 from asrserve.tune.simulator import Request, Setting, SimulatedService, simulate
+from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.fakes import FAKE_CAPABILITIES
 
 COST = 0.37  # seconds per batch (and per whole file), whatever its size

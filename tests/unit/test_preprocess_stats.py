@@ -13,9 +13,10 @@ from asrserve.backends.backend import open_backend
 from asrserve.bench.corpus import Clip
 from asrserve.inference.preprocess_stats import PreprocessStats, bound
 from asrserve.inference.runtime import start_inference
-from asrserve.jobs.models import Job, Priority
+from asrserve.jobs.models import Job
 from asrserve.metrics import Metrics
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority
 from tests.support.fakes import FakeEngine
 
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import pytest
 import redis.asyncio as aioredis
 
-from asrserve.jobs.models import Priority
 from asrserve.queue.base import Delivery, Queue
 from asrserve.queue.redis import RedisQueue
+from asrserve.vocabulary import Priority
 from tests.support.contracts import QueueContract
 
 _names = itertools.count()

@@ -16,7 +16,7 @@ from asrserve.batcher.stats import BatchRecord
 from asrserve.batcher.work import WorkItem
 from asrserve.engine.base import NEVER, ChunkInput, Pause, RawSegment, Settled, unheard
 from asrserve.errors import DeadlineExceeded
-from asrserve.jobs.models import Priority, TranscriptionOptions
+from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
 from tests.support.loop import busy, run_on_engine, run_scheduler, settle
 

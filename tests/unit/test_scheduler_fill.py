@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
-from asrserve.jobs.models import Priority, TranscriptionOptions
+from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
 
 OPTS = TranscriptionOptions()

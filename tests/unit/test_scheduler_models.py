@@ -10,8 +10,8 @@ import numpy as np
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
-from asrserve.jobs.models import Priority, TranscriptionOptions
 from asrserve.speakers.embedder import SpeakerEmbedder
+from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
 from tests.support.loop import run_scheduler as run
 

@@ -15,7 +15,7 @@ from asrserve.api.schemas import job_view
 from asrserve.bench.der import Labelled, score
 from asrserve.errors import InvalidRequest
 from asrserve.formats import to_diarized, to_srt, to_vtt
-from asrserve.jobs.models import Diarization, Job, KnownSpeaker, TranscriptionOptions
+from asrserve.jobs.models import Job
 from asrserve.speakers import state_dict
 from asrserve.speakers.cluster import cluster
 from asrserve.speakers.fbank import fbank, frames
@@ -23,6 +23,7 @@ from asrserve.speakers.join import join, label
 from asrserve.speakers.naming import name_speakers
 from asrserve.speakers.turns import CLIP_S, HOP_S, Span, Turn, clips, turns
 from asrserve.transcript import Segment, Transcript, Word
+from asrserve.vocabulary import Diarization, KnownSpeaker, TranscriptionOptions
 
 
 def test_a_region_is_cut_into_overlapping_clips_the_last_ending_with_it() -> None:

@@ -8,15 +8,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from asrserve.api.streams import job_events, transcript_events
-from asrserve.jobs.models import (
-    Job,
-    JobError,
-    JobStatus,
-    PartialSegment,
-    Progress,
-    TranscriptionOptions,
-)
+from asrserve.jobs.models import Job, JobError, JobStatus, PartialSegment, Progress
 from asrserve.transcript import Segment, TokenLogprob, Transcript
+from asrserve.vocabulary import TranscriptionOptions
 from tests.support.loop import Run
 
 TEXTS = ("  Hello there. ", "  ", " How are you?", "\n")  # Whisper's spacing, and worse

@@ -18,9 +18,10 @@ from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule, restricted
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import Job, Task, TranscriptionOptions
+from asrserve.jobs.models import Job
 from asrserve.live import config as live_config
 from asrserve.requests import parse_request
+from asrserve.vocabulary import Task, TranscriptionOptions
 
 ENGLISH = ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)
 BASE = ModelInfo(id="base", multilingual=True, default_beam_size=5)

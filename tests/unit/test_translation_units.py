@@ -19,9 +19,9 @@ from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.languages import LANGUAGE_NAMES, language_name
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import Task
 from asrserve.requests import parse_request
 from asrserve.settings import Settings
+from asrserve.vocabulary import Task
 
 ENGLISH = ModelInfo(id="tiny.en", multilingual=False, default_beam_size=5)
 BASE = ModelInfo(id="base", multilingual=True, default_beam_size=5)

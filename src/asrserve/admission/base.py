@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from asrserve.auth.keys import DeviceUsage
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.errors import QueueFull
-from asrserve.jobs.models import Job, Priority
+from asrserve.jobs.models import Job
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority
 
 FALLBACK_THROUGHPUT = 10.0  # audio s per s, until a batch has been measured
 FALLBACK_COST = 0.1  # device s per audio s, until a pass has been measured

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from asrserve.admission.base import Admission, Backlog, Held
 from asrserve.cluster.base import WorkerRegistry
-from asrserve.jobs.models import Job, Priority
+from asrserve.jobs.models import Job
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority
 
 
 class LocalAdmission(Admission):

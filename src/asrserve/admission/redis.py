@@ -16,8 +16,9 @@ import redis.asyncio as aioredis
 
 from asrserve.admission.base import Admission, Backlog, Held
 from asrserve.cluster.base import WorkerRegistry
-from asrserve.jobs.models import Job, Priority
+from asrserve.jobs.models import Job
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority
 
 # KEYS[1]: the hash; ARGV: the audio seconds, then field pairs (jobs, audio_s) to take one
 # job of that many seconds off. An owner's pair (the last, when there are two) is removed

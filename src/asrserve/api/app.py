@@ -55,7 +55,6 @@ from asrserve.inference.runtime import (
     start_inference,
     sweep_audio,
 )
-from asrserve.jobs.models import Priority
 from asrserve.live.decoder import LiveDecoder
 from asrserve.live.sessions import LiveSessions
 from asrserve.service.batch_runner import BatchRunner
@@ -64,6 +63,7 @@ from asrserve.service.files import Files
 from asrserve.service.jobs import Service
 from asrserve.service.webhooks import BatchWebhooks, JobWebhooks, WebhookSender, WebhookSource
 from asrserve.settings import Settings
+from asrserve.vocabulary import Priority
 
 log = logging.getLogger(__name__)
 

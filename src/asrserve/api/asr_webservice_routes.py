@@ -39,8 +39,9 @@ from asrserve.auth.principal import Principal
 from asrserve.engine.languages import LanguageRule, language_name
 from asrserve.errors import AsrError, InvalidRequest
 from asrserve.formats import WhisperOutput, render_whisper
-from asrserve.jobs.models import Job, Task
+from asrserve.jobs.models import Job
 from asrserve.requests import Fields, parse_cue_limits, parse_request
+from asrserve.vocabulary import Task
 
 router = APIRouter(tags=["whisper-asr-webservice"])
 Ctx = Annotated[ApiContext, Depends(ready_model)]

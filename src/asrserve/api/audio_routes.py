@@ -18,8 +18,9 @@ from asrserve.api.uploads import Upload, receive_upload
 from asrserve.auth.principal import Principal
 from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import DeadlineExceeded, ModelLoading
-from asrserve.jobs.models import Job, Priority, Task
+from asrserve.jobs.models import Job
 from asrserve.requests import TranscriptionRequest
+from asrserve.vocabulary import Priority, Task
 
 router = APIRouter(prefix="/v1")
 

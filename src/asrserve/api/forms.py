@@ -6,8 +6,8 @@ from asrserve.api.uploads import Upload
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import AsrError
-from asrserve.jobs.models import Task
 from asrserve.requests import TranscriptionRequest, parse_request
+from asrserve.vocabulary import Task
 
 
 def parse_form(

@@ -19,8 +19,9 @@ from asrserve.api.uploads import upload_key
 from asrserve.auth.principal import Principal
 from asrserve.errors import NotFound, shown
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import Job, JobStatus, Priority
+from asrserve.jobs.models import Job, JobStatus
 from asrserve.requests import Fields, parse_cue_limits
+from asrserve.vocabulary import Priority
 
 router = APIRouter(prefix="/v1/jobs")
 Ctx = Annotated[ApiContext, Depends(context)]

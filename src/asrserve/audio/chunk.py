@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, RawSegment, segment_of
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
+from asrserve.vocabulary import TranscriptionOptions
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from asrserve.audio.errors import empty_audio
 from asrserve.audio.pcm import Pcm
 from asrserve.audio.vad import SpeechDetector, VadConfig
 from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, ChunkInput, Engine
-from asrserve.jobs.models import Chunking
+from asrserve.vocabulary import Chunking
 
 # Regions of at most one window; pauses of 160 ms split them (faster-whisper's batched
 # pipeline uses the same).

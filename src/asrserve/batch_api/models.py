@@ -10,8 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import BatchBacklog, JobError, Task, WebhookStatus
+from asrserve.jobs.models import BatchBacklog, JobError, WebhookStatus
 from asrserve.subtitles import CueLimits
+from asrserve.vocabulary import Task
 
 ENDPOINT = "/v1/audio/transcriptions"
 TRANSLATIONS = "/v1/audio/translations"

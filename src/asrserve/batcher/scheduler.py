@@ -41,8 +41,8 @@ from asrserve.engine.base import (
     RawSegment,
 )
 from asrserve.errors import DeadlineExceeded
-from asrserve.jobs.models import Task, TranscriptionOptions
 from asrserve.settings.keep_alive import FOREVER
+from asrserve.vocabulary import Task, TranscriptionOptions
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, SAMPLING_RATE, ChunkInput
-from asrserve.jobs.models import Task, TranscriptionOptions
+from asrserve.vocabulary import Task, TranscriptionOptions
 
 WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asrserve.engine.base import ChunkInput, Engine
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
+from asrserve.vocabulary import TranscriptionOptions
 
 Loader = Callable[[Settings], list[dict[str, Engine]]]
 Modes = dict[str, list[ChunkInput]]  # window mode ("full", "bucketed") -> its chunks

@@ -36,8 +36,8 @@ from asrserve.bench.runner import (
 )
 from asrserve.bench.soak import SoakConfig, run_soak
 from asrserve.cli.tools import Command
-from asrserve.jobs.models import Task
 from asrserve.settings import Settings
+from asrserve.vocabulary import Task
 
 # A closed loop's requests per client by default. Its throughput is all the audio over the
 # run's wall time, which ends with a drain: the last requests finish with fewer clients

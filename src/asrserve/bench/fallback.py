@@ -18,8 +18,8 @@ from asrserve.bench.ceiling_layout import run_batches, window_batches
 from asrserve.bench.load import AudioFile
 from asrserve.engine.fallback import FallbackCounts
 from asrserve.engine.whisper import FasterWhisperEngine
-from asrserve.jobs.models import Task, TranscriptionOptions
 from asrserve.settings import Settings
+from asrserve.vocabulary import Task, TranscriptionOptions
 
 MAX_SECONDS = 4 * 3600.0
 

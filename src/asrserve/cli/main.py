@@ -18,9 +18,9 @@ from asrserve.cli.logs import configure as configure_logging
 from asrserve.cli.tools import Command, tool_commands
 from asrserve.engine.base import ModelNotFoundError
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings, explain, warn_renamed
 from asrserve.settings.table import flags
+from asrserve.vocabulary import TranscriptionOptions
 
 # Flags of renamed settings (see settings.RENAMED), still accepted with a warning.
 RENAMED_FLAGS = {"--cpu-workers": "--cpu-replicas"}
@@ -303,8 +303,8 @@ def local_options(settings: Settings, task: str, language: str | None) -> Transc
     """``--task`` and ``--language`` checked as the API checks them, against the default
     model (a translation needs a multilingual one, as does a language other than English)."""
     from asrserve.engine.registry import served_models
-    from asrserve.jobs.models import Task
     from asrserve.requests import parse_request
+    from asrserve.vocabulary import Task
 
     fields = {"language": [language]} if language else {}
     return parse_request(fields, served_models(settings), task=Task(task)).options

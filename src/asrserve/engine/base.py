@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from asrserve.errors import NotFound
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, TokenLogprob, Transcript, Word
+from asrserve.vocabulary import TranscriptionOptions
 
 SAMPLING_RATE = 16_000
 CHUNK_SECONDS = 30.0

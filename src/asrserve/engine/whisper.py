@@ -45,8 +45,8 @@ from asrserve.engine.logprobs import byte_level, split_by_segment, text_tokens
 from asrserve.engine.memory import give_back, trim
 from asrserve.engine.model_dirs import check_model_dir
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
+from asrserve.vocabulary import TranscriptionOptions
 
 if TYPE_CHECKING:
     from asrserve.engine.pipeline import DecodeOptions

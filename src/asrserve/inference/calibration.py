@@ -44,8 +44,8 @@ from asrserve.audio.decode import stream
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import FRAMES_PER_SECOND, SAMPLING_RATE, ChunkInput
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings.scheduler import Calibration
+from asrserve.vocabulary import TranscriptionOptions
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,11 @@ from asrserve.inference.preprocess_stats import PreprocessStats
 from asrserve.inference.priority_pool import PriorityPool
 from asrserve.inference.progress import ProgressWriter
 from asrserve.inference.transcriber import Transcriber
-from asrserve.jobs.models import Job, JobError, Priority
+from asrserve.jobs.models import Job, JobError
 from asrserve.queue.base import Delivery
 from asrserve.settings import Settings
 from asrserve.transcript import Transcript
+from asrserve.vocabulary import Priority
 from asrserve.waiting import cancel_all
 
 log = logging.getLogger(__name__)

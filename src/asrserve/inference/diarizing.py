@@ -29,13 +29,14 @@ from asrserve.audio.errors import AudioError
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.errors import InvalidRequest
 from asrserve.inference.preprocess_stats import JobPool
-from asrserve.jobs.models import Diarization, Job, KnownSpeaker
+from asrserve.jobs.models import Job
 from asrserve.known_speakers import REFERENCE_S, REFERENCES, check_length, not_audio
 from asrserve.speakers.cluster import cluster
 from asrserve.speakers.diarize import Listening, features, regions
 from asrserve.speakers.fbank import SAMPLE_RATE
 from asrserve.speakers.naming import name_speakers
 from asrserve.speakers.turns import Span, Turn, clips, turns
+from asrserve.vocabulary import Diarization, KnownSpeaker
 
 Floats = npt.NDArray[np.float32]
 GROUP = 256  # clips a group: their filterbanks (1.5 s, 47 KB each) are 12 MB

@@ -10,8 +10,8 @@ import numpy as np
 from asrserve.audio.chunk import assemble
 from asrserve.audio.features import PreparedAudio, prepare
 from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, Engine, RawSegment
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Transcript
+from asrserve.vocabulary import TranscriptionOptions
 
 FULL_WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
 

@@ -34,10 +34,11 @@ from asrserve.inference.cpu_split import cpu_seconds
 from asrserve.inference.device_meter import DeviceMeter
 from asrserve.inference.preprocess_stats import PreprocessStats, bound
 from asrserve.inference.priority_pool import PriorityPool
-from asrserve.jobs.models import Job, Priority
+from asrserve.jobs.models import Job
 from asrserve.metrics import Metrics
 from asrserve.settings import Settings
 from asrserve.speakers.embedder import installed
+from asrserve.vocabulary import Priority
 from asrserve.waiting import cancel_all
 
 log = logging.getLogger(__name__)

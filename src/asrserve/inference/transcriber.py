@@ -26,10 +26,11 @@ from asrserve.inference.preprocess_stats import JobPool, PreprocessStats
 from asrserve.inference.priority_pool import PriorityPool
 from asrserve.inference.progress import Report, WindowProgress, ignore
 from asrserve.inference.staging import ALL, Staging
-from asrserve.jobs.models import Job, Progress, Task, TranscriptionOptions
+from asrserve.jobs.models import Job, Progress
 from asrserve.settings import Settings
 from asrserve.speakers.join import join
 from asrserve.transcript import Transcript
+from asrserve.vocabulary import Task, TranscriptionOptions
 
 T = TypeVar("T")
 # Windows of one job waiting or running at once, in batches (max_batch_size each): enough to

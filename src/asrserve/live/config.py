@@ -26,11 +26,11 @@ from typing import Any
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
-from asrserve.jobs.models import Task, TranscriptionOptions
 from asrserve.live.audio import G711_RATE, INPUT_RATES, PCM16, PCMA, PCMU
 from asrserve.live.session import SessionConfig
 from asrserve.live.turns import TurnDetection
 from asrserve.requests import parse_request
+from asrserve.vocabulary import Task, TranscriptionOptions
 
 OPENAI_RATE = 24000  # "pcm16"
 LOGPROBS = "item.input_audio_transcription.logprobs"

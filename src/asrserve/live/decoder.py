@@ -12,8 +12,8 @@ import numpy as np
 from asrserve.audio.features import window_frames
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, ChunkInput, Engine, RawSegment
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
+from asrserve.vocabulary import TranscriptionOptions
 
 # Scheduler classes ahead of interactive requests (0); live audio never becomes a job. A
 # turn's final decode goes before interim ones: its text is what a caption keeps.

@@ -34,7 +34,6 @@ import numpy as np
 from asrserve.engine.base import SAMPLING_RATE, RawSegment
 from asrserve.errors import AsrError, DeadlineExceeded, InternalError
 from asrserve.formats import logprobs_view
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.live import events
 from asrserve.live.agreement import Agreement, completed
 from asrserve.live.audio import PCM16, PcmInput
@@ -42,6 +41,7 @@ from asrserve.live.buffer import PcmBuffer
 from asrserve.live.decoder import LiveDecoder, text_of
 from asrserve.live.errors import LiveError, error_event
 from asrserve.live.turns import Edge, TurnDetection, TurnDetector
+from asrserve.vocabulary import TranscriptionOptions
 
 Event = dict[str, Any]
 CONTEXT_CHARS = 400  # of the text said before, the most a turn's decode is conditioned on

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from asrserve.jobs.models import Priority
+from asrserve.vocabulary import Priority
 
 
 @dataclass(frozen=True)

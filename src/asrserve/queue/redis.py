@@ -34,8 +34,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from asrserve.backends.redis_documents import text
-from asrserve.jobs.models import Priority
 from asrserve.queue.base import Delivery, Queue
+from asrserve.vocabulary import Priority
 
 T = TypeVar("T")
 Arg = str | int | float

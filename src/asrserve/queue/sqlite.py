@@ -8,8 +8,8 @@ import time
 from collections.abc import Mapping, Sequence
 
 from asrserve.backends.sqlite import Database
-from asrserve.jobs.models import Priority
 from asrserve.queue.base import Delivery, Queue
+from asrserve.vocabulary import Priority
 from asrserve.waiting import wait_event
 
 SCHEMA = """

@@ -28,10 +28,11 @@ from asrserve.engine.catalog import Catalog
 from asrserve.engine.languages import ANY_LANGUAGE
 from asrserve.errors import AsrError, NotFound, QuotaExceeded
 from asrserve.files.models import FilePurpose, StoredFile
-from asrserve.jobs.models import Job, JobError, JobStatus, Priority, WebhookStatus
+from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus
 from asrserve.service.fairness import round_robin
 from asrserve.service.files import FileNotFound, Files
 from asrserve.service.jobs import Service
+from asrserve.vocabulary import Priority
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from asrserve.batch_api.models import COMPLETION_WINDOW, ENDPOINTS, Batch, Batch
 from asrserve.batch_api.store import BatchStore
 from asrserve.errors import Conflict, InvalidRequest, NotFound, shown
 from asrserve.files.models import FilePurpose
-from asrserve.jobs.models import Priority
 from asrserve.requests import lone_surrogate, parse_callback
 from asrserve.service.files import Files
 from asrserve.service.jobs import Service, check_callback
+from asrserve.vocabulary import Priority
 
 MAX_METADATA = 16
 CALLBACK_PARAM = "metadata.callback_url"

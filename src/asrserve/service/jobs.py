@@ -20,7 +20,7 @@ from asrserve.backends.backend import Backend
 from asrserve.batcher.recording import TrafficRecorder
 from asrserve.errors import InvalidRequest
 from asrserve.events import JobEvents
-from asrserve.jobs.models import Job, Priority, TranscriptionOptions, new_job_id
+from asrserve.jobs.models import Job, new_job_id
 from asrserve.jobs.store import JobStore
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
@@ -28,6 +28,7 @@ from asrserve.service.files import ReceivedFile
 from asrserve.service.references import probe_references
 from asrserve.service.signing import Signer
 from asrserve.settings import MIB, Settings
+from asrserve.vocabulary import Priority, TranscriptionOptions
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from asrserve.audio.errors import AudioError
 from asrserve.audio.probes import Probes
-from asrserve.jobs.models import KnownSpeaker
 from asrserve.known_speakers import check_length, not_audio
+from asrserve.vocabulary import KnownSpeaker
 
 
 async def probe_references(

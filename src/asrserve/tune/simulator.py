@@ -29,10 +29,10 @@ from asrserve.batcher.policies import PolicyConfig, get_policy, policy_class
 from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.policies.fill import ArrivalRate, Load
 from asrserve.batcher.work import WINDOW_FRAMES
-from asrserve.jobs.models import Priority
 from asrserve.settings import SchedulerSettings, Settings
 from asrserve.tune.chunks import CHUNK_S, DEFAULT_WINDOWS, Item, chunk_durations, window_frames
 from asrserve.tune.model import LatencyModel
+from asrserve.vocabulary import Priority
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from asrserve.bench.gpu.clips import Clip
 from asrserve.bench.wer import wer
 from asrserve.engine.base import ChunkInput, Engine
 from asrserve.engine.registry import load_engines
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.settings import Settings
+from asrserve.vocabulary import TranscriptionOptions
 
 MAX_SECONDS = 600.0
 

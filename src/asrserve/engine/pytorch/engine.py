@@ -56,8 +56,8 @@ from asrserve.engine.pytorch.network import WhisperNet
 from asrserve.engine.pytorch.rules import TimestampRules, Vocabulary
 from asrserve.engine.pytorch.search import Decoded, Search, Searcher
 from asrserve.engine.timestamps import finished, split
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Transcript
+from asrserve.vocabulary import TranscriptionOptions
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from asrserve.engine.base import (
 )
 from asrserve.engine.decoding import MIN_TAIL_S, context_tokens
 from asrserve.engine.fallback import PROMPT_RESET_TEMPERATURE, Attempt, decode_all, temperatures
-from asrserve.jobs.models import TranscriptionOptions
 from asrserve.transcript import Segment, Transcript, Word
+from asrserve.vocabulary import TranscriptionOptions
 
 if TYPE_CHECKING:
     from asrserve.engine.pytorch.engine import TransformersEngine
