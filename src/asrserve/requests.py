@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from asrserve import openai_params, outbound
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.known_speakers import known_speakers
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.settings.keep_alive import parse_keep_alive
 from asrserve.subtitles import LIMITS, CueLimits
 from asrserve.vocabulary import MAX_SPEAKERS, Diarization, Task, TranscriptionOptions

@@ -20,7 +20,7 @@ from asrserve.auth.keys import DeviceUsage, DuplicateName, KeyStore, hash_secret
 from asrserve.auth.redis import RedisKeyStore
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.backends.sqlite import Database
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.settings import Settings
 from tests.support.loop import Run
 

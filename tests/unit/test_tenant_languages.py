@@ -16,9 +16,9 @@ from asrserve.batch_api.requests import InvalidInput, parse_input
 from asrserve.cli.main import main
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule, restricted
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import Job
+from asrserve.languages import ANY_LANGUAGE, LanguageRule, restricted
 from asrserve.live import config as live_config
 from asrserve.requests import parse_request
 from asrserve.vocabulary import Task, TranscriptionOptions

@@ -17,8 +17,8 @@ from asrserve.cli.main import local_options, parser
 from asrserve.cli.main import transcribe as transcribe_command
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.languages import LANGUAGE_NAMES, language_name
 from asrserve.errors import InvalidRequest
+from asrserve.languages import LANGUAGE_NAMES, language_name
 from asrserve.requests import parse_request
 from asrserve.settings import Settings
 from asrserve.vocabulary import Task

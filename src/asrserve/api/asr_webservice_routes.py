@@ -36,10 +36,10 @@ from asrserve.api.responses import finished_transcript
 from asrserve.api.uploads import Upload, receive_upload, storage_error
 from asrserve.audio.raw import wrap_raw_pcm
 from asrserve.auth.principal import Principal
-from asrserve.engine.languages import LanguageRule, language_name
 from asrserve.errors import AsrError, InvalidRequest
 from asrserve.formats import WhisperOutput, render_whisper
 from asrserve.jobs.models import Job
+from asrserve.languages import LanguageRule, language_name
 from asrserve.requests import Fields, parse_cue_limits, parse_request
 from asrserve.vocabulary import Task
 

@@ -16,9 +16,9 @@ from asrserve.api.responses import transcript_response
 from asrserve.api.streams import KEEPALIVE_S, event_stream, transcript_events
 from asrserve.api.uploads import Upload, receive_upload
 from asrserve.auth.principal import Principal
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import DeadlineExceeded, ModelLoading
 from asrserve.jobs.models import Job
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.requests import TranscriptionRequest
 from asrserve.vocabulary import Priority, Task
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from asrserve.api.uploads import Upload
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import AsrError
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.requests import TranscriptionRequest, parse_request
 from asrserve.vocabulary import Task
 

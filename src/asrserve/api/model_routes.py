@@ -34,8 +34,8 @@ from asrserve.auth.principal import Principal
 from asrserve.batcher.residency import Residency
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import OPENAI_ALIAS, Catalog
-from asrserve.engine.languages import LanguageRule
 from asrserve.errors import Conflict, Forbidden, NotFound, shown
+from asrserve.languages import LanguageRule
 from asrserve.requests import keep_alive_field
 
 router = APIRouter(prefix="/v1/models")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 
 PREFIX = "asr_"
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from asrserve.auth.keys import ApiKey
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import NotFound
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.settings import Settings
 
 

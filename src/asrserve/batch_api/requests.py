@@ -20,8 +20,8 @@ from typing import Any, BinaryIO
 
 from asrserve.batch_api.models import ENDPOINT, ENDPOINTS, BatchErrorLine
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest, shown
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.requests import SHAPING, TranscriptionRequest, lone_surrogate, parse_request
 
 MAX_ERRORS = 100

@@ -25,7 +25,7 @@ from asrserve.auth.env_keys import (
 from asrserve.auth.keys import DuplicateName, KeyStore, new_key
 from asrserve.auth.sqlite import SqliteKeyStore
 from asrserve.backends.sqlite import Database
-from asrserve.engine.languages import LanguageRule
+from asrserve.languages import LanguageRule
 from asrserve.settings import LOOPBACK_HOSTS, Settings
 from asrserve.settings.distributed import shown_url
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from asrserve.engine.base import ModelInfo
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 
 OPENAI_ALIAS = "whisper-1"
 

@@ -40,11 +40,11 @@ from asrserve.engine.fallback import (
     decode_all,
     temperatures,
 )
-from asrserve.engine.languages import LANGUAGE_NAMES, restricted
 from asrserve.engine.logprobs import byte_level, split_by_segment, text_tokens
 from asrserve.engine.memory import give_back, trim
 from asrserve.engine.model_dirs import check_model_dir
 from asrserve.errors import InvalidRequest
+from asrserve.languages import LANGUAGE_NAMES, restricted
 from asrserve.transcript import Segment, Transcript, Word
 from asrserve.vocabulary import TranscriptionOptions
 

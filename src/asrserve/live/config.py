@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.live.audio import G711_RATE, INPUT_RATES, PCM16, PCMA, PCMU
 from asrserve.live.session import SessionConfig
 from asrserve.live.turns import TurnDetection

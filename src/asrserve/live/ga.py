@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.errors import InvalidRequest
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.live import config as shared
 from asrserve.live.audio import PCM16, PCMA
 from asrserve.live.session import SessionConfig

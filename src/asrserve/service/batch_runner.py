@@ -25,10 +25,10 @@ from asrserve.batch_api.output import split_lines, write_lines
 from asrserve.batch_api.requests import InvalidInput, RequestLine, parse_input
 from asrserve.batch_api.store import BatchStore
 from asrserve.engine.catalog import Catalog
-from asrserve.engine.languages import ANY_LANGUAGE
 from asrserve.errors import AsrError, NotFound, QuotaExceeded
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus
+from asrserve.languages import ANY_LANGUAGE
 from asrserve.service.fairness import round_robin
 from asrserve.service.files import FileNotFound, Files
 from asrserve.service.jobs import Service

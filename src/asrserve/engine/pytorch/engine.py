@@ -48,7 +48,6 @@ from asrserve.engine.fallback import (
     decode_all,
     temperatures,
 )
-from asrserve.engine.languages import LANGUAGE_NAMES, restricted
 from asrserve.engine.logprobs import byte_level, split_by_segment, text_tokens
 from asrserve.engine.pytorch.aligner import align
 from asrserve.engine.pytorch.model import ModelMeta, SharedModel
@@ -56,6 +55,7 @@ from asrserve.engine.pytorch.network import WhisperNet
 from asrserve.engine.pytorch.rules import TimestampRules, Vocabulary
 from asrserve.engine.pytorch.search import Decoded, Search, Searcher
 from asrserve.engine.timestamps import finished, split
+from asrserve.languages import LANGUAGE_NAMES, restricted
 from asrserve.transcript import Transcript
 from asrserve.vocabulary import TranscriptionOptions
 
