@@ -26,9 +26,9 @@ from fastapi.testclient import TestClient
 
 from asrserve.api.errors import install_error_handlers
 from asrserve.api.uploads import UploadGate, UploadLimits, receive_upload
-from asrserve.backends.disk import DISK_RESERVE_BYTES, free_bytes
-from asrserve.backends.sqlite import translated
 from asrserve.bench.corpus import Clip
+from asrserve.drivers.disk import DISK_RESERVE_BYTES, free_bytes
+from asrserve.drivers.sqlite import translated
 from tests.support.api import wait_job
 from tests.support.db import read_db
 from tests.support.faults import (

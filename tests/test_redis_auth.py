@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from asrserve.backends.redis import BrokerUnavailable, connect
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.cli.server_process import ServerProcess, WorkerProcess
+from asrserve.drivers.redis import BrokerUnavailable, connect
 from asrserve.settings import Settings
 from asrserve.settings.distributed import shown_url
 from tests.support.api import submit_job, wait_job

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from asrserve.backends.sqlite import Database
 from asrserve.bench.corpus import Clip
+from asrserve.drivers.sqlite import Database
 from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus, new_job_id
 from asrserve.jobs.sqlite import SqliteJobStore
 from tests.support.servers import Server

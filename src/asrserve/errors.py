@@ -225,7 +225,7 @@ class StoreUnavailable(Unavailable):
 
 class StorageFull(StoreUnavailable):
     """The disk under a store or the data dir is full, or has no room beyond its reserve
-    (``backends/disk.py``): for an upload, a store's write or a job's decoded audio."""
+    (``drivers/disk.py``): for an upload, a store's write or a job's decoded audio."""
 
     kind = ErrorKind.STORAGE_FULL
     default_code = "insufficient_storage"

@@ -10,8 +10,8 @@ from typing import TypeVar
 import pytest
 import redis.asyncio as aioredis
 
-from asrserve.backends.sqlite import Database
 from asrserve.bench.redis_process import RedisProcess
+from asrserve.drivers.sqlite import Database
 from tests.support.loop import Run
 
 T = TypeVar("T")

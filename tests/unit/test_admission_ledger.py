@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from asrserve.admission.base import Admission
 from asrserve.admission.local import LocalAdmission
 from asrserve.admission.redis import RedisAdmission
-from asrserve.backends.redis import connect
-from asrserve.backends.sqlite import Database
 from asrserve.cluster.local import LocalRegistry
 from asrserve.cluster.redis import RedisRegistry
+from asrserve.drivers.redis import connect
+from asrserve.drivers.sqlite import Database
 from asrserve.jobs.models import Job, JobError
 from asrserve.jobs.redis import RedisJobStore
 from asrserve.jobs.sqlite import SqliteJobStore

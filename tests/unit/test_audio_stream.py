@@ -13,8 +13,8 @@ from asrserve.audio.decode import MAX_FRAME_S, decode, stream
 from asrserve.audio.features import VAD, decode_audio
 from asrserve.audio.pcm import CHECK_BYTES, IN_MEMORY_BYTES, Pcm
 from asrserve.audio.vad import SpeechDetector
-from asrserve.backends.disk import DISK_RESERVE_BYTES
 from asrserve.bench.corpus import write_wav
+from asrserve.drivers.disk import DISK_RESERVE_BYTES
 from asrserve.errors import StorageFull
 from tests.support.servers import REAL_SPEECH
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from asrserve.backends.sqlite import Database
+from asrserve.drivers.sqlite import Database
 from asrserve.jobs.models import (
     Job,
     JobError,

@@ -7,11 +7,11 @@ from collections.abc import Callable
 import pytest
 import redis.asyncio as aioredis
 
-from asrserve.backends.sqlite import Database
 from asrserve.batch_api.models import Batch, BatchItem, BatchStatus
 from asrserve.batch_api.redis import RedisBatchStore
 from asrserve.batch_api.sqlite import SqliteBatchStore
 from asrserve.batch_api.store import BatchStore
+from asrserve.drivers.sqlite import Database
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.redis import RedisFileStore
 from asrserve.files.sqlite import SqliteFileStore

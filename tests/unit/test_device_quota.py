@@ -13,11 +13,11 @@ from asrserve.auth.keys import DeviceUsage, KeyStore, utc_day
 from asrserve.auth.principal import Principal
 from asrserve.auth.quota import charge
 from asrserve.auth.sqlite import SqliteKeyStore
-from asrserve.backends.sqlite import Database
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.cli.main import main
+from asrserve.drivers.sqlite import Database
 from asrserve.engine.base import ChunkInput
 from asrserve.errors import QuotaExceeded
 from asrserve.inference.device_meter import DeviceMeter

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from asrserve.api.errors import install_error_handlers
 from asrserve.audio.errors import AudioMissing, AudioTooLong, EmptyAudio, UnsupportedAudio
-from asrserve.backends.redis import BrokerUnavailable, connect
-from asrserve.backends.sqlite import Database
+from asrserve.drivers.redis import BrokerUnavailable, connect
+from asrserve.drivers.sqlite import Database
 from asrserve.errors import (
     STATUS_OF_KIND,
     AsrError,

@@ -19,7 +19,7 @@ from asrserve.auth.env_keys import (
 from asrserve.auth.keys import DeviceUsage, DuplicateName, KeyStore, hash_secret, new_key
 from asrserve.auth.redis import RedisKeyStore
 from asrserve.auth.sqlite import SqliteKeyStore
-from asrserve.backends.sqlite import Database
+from asrserve.drivers.sqlite import Database
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.settings import Settings
 from tests.support.loop import Run

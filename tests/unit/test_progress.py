@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from asrserve.audio.chunk import Timeline, restore
-from asrserve.backends.sqlite import Database
+from asrserve.drivers.sqlite import Database
 from asrserve.engine.base import SAMPLING_RATE, RawSegment
 from asrserve.events.local import LocalEvents
 from asrserve.inference.progress import ProgressWriter, WindowProgress

@@ -38,7 +38,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from asrserve.api.access import caller
 from asrserve.api.json_body import lift as lift_body_limit
-from asrserve.backends.disk import DISK_RESERVE_BYTES, free_bytes
+from asrserve.drivers.disk import DISK_RESERVE_BYTES, free_bytes
 from asrserve.errors import (
     AsrError,
     InvalidRequest,

@@ -4,7 +4,7 @@ The first :data:`IN_MEMORY_BYTES` stay in memory (a few minutes of audio: most r
 never touch the disk); past that the samples move to an unnamed temporary file, which the
 operating system removes with the process if it dies. A chunk's samples are read back
 when the chunk is about to run. Spilled audio leaves the data dir's reserve free
-(:mod:`asrserve.backends.disk`): past it the decode stops with :class:`StorageFull`, checked
+(:mod:`asrserve.drivers.disk`): past it the decode stops with :class:`StorageFull`, checked
 each :data:`CHECK_BYTES`, before the file system is full for every other writer.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asrserve.backends.disk import DISK_RESERVE_BYTES, free_bytes
+from asrserve.drivers.disk import DISK_RESERVE_BYTES, free_bytes
 from asrserve.engine.base import SAMPLING_RATE
 from asrserve.errors import StorageFull
 

@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from asrserve.auth.keys import ApiKey, DeviceUsage, DuplicateName, KeyStore
-from asrserve.backends.redis_documents import Raw, Writer, text, transact
+from asrserve.drivers.redis_documents import Raw, Writer, text, transact
 
 USAGE_TTL_S = 2 * 86400
 # KEYS[1]: a usage counter; ARGV: seconds, limit, ttl. The new total, or nil when over limit.

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 
 from asrserve.auth.keys import ApiKey, DeviceUsage, DuplicateName, KeyStore
-from asrserve.backends.sqlite import Database
+from asrserve.drivers.sqlite import Database
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (

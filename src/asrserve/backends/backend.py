@@ -86,10 +86,10 @@ def _embedded(settings: Settings) -> Backend:
     from asrserve.admission.local import LocalAdmission
     from asrserve.auth.limits import LocalRateLimiter
     from asrserve.auth.sqlite import SqliteKeyStore
-    from asrserve.backends.sqlite import Database
     from asrserve.batch_api.sqlite import SqliteBatchStore
     from asrserve.blobs.local import LocalBlobs
     from asrserve.cluster.local import LocalLease, LocalRegistry
+    from asrserve.drivers.sqlite import Database
     from asrserve.events.local import LocalEvents
     from asrserve.files.sqlite import SqliteFileStore
     from asrserve.jobs.sqlite import SqliteJobStore
@@ -126,10 +126,10 @@ def _distributed(settings: Settings, url: str) -> Backend:
     from asrserve.admission.redis import RedisAdmission
     from asrserve.auth.limits import RedisRateLimiter
     from asrserve.auth.redis import RedisKeyStore
-    from asrserve.backends.redis import connect
     from asrserve.batch_api.redis import RedisBatchStore
     from asrserve.blobs.redis import RedisBlobs
     from asrserve.cluster.redis import RedisLease, RedisRegistry
+    from asrserve.drivers.redis import connect
     from asrserve.events.redis import RedisEvents
     from asrserve.files.redis import RedisFileStore
     from asrserve.jobs.redis import RedisJobStore

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from asrserve.backends.redis_documents import Docs, Raw, Writer, transact, ttl_ms
 from asrserve.batch_api.models import Batch, BatchItem
 from asrserve.batch_api.store import BatchMutation, BatchStore
+from asrserve.drivers.redis_documents import Docs, Raw, Writer, transact, ttl_ms
 from asrserve.jobs.models import WebhookStatus
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from asrserve.backends.sqlite import Database, page_filter
 from asrserve.batch_api.models import Batch, BatchItem, BatchStatus
 from asrserve.batch_api.store import BatchMutation, BatchStore
+from asrserve.drivers.sqlite import Database, page_filter
 from asrserve.jobs.models import WebhookStatus
 
 SCHEMA = """

@@ -24,7 +24,7 @@ from asrserve.auth.env_keys import (
 )
 from asrserve.auth.keys import DuplicateName, KeyStore, new_key
 from asrserve.auth.sqlite import SqliteKeyStore
-from asrserve.backends.sqlite import Database
+from asrserve.drivers.sqlite import Database
 from asrserve.languages import LanguageRule
 from asrserve.settings import LOOPBACK_HOSTS, Settings
 from asrserve.settings.distributed import shown_url
@@ -119,7 +119,7 @@ async def _call(command: Callable[[KeyStore], Awaitable[T]], settings: Settings)
     url = settings.broker_url
     if url is not None:
         from asrserve.auth.redis import RedisKeyStore
-        from asrserve.backends.redis import connect
+        from asrserve.drivers.redis import connect
 
         client = connect(url)
         try:

@@ -20,8 +20,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from asrserve.backends.redis import UNREACHABLE
 from asrserve.cluster.base import Duties, Lease, WorkerRegistry
+from asrserve.drivers.redis import UNREACHABLE
 
 log = logging.getLogger(__name__)
 

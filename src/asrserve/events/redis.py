@@ -17,7 +17,7 @@ import secrets
 
 import redis.asyncio as aioredis
 
-from asrserve.backends.redis import UNREACHABLE
+from asrserve.drivers.redis import UNREACHABLE
 from asrserve.events.base import Finished, JobEvents
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ import json
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from asrserve.backends.redis_documents import Docs, Raw, Writer, transact
+from asrserve.drivers.redis_documents import Docs, Raw, Writer, transact
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
 

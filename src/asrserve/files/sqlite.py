@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from asrserve.backends.sqlite import Database, page_filter
+from asrserve.drivers.sqlite import Database, page_filter
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.files.store import FileStore
 

@@ -25,7 +25,7 @@ from typing import cast
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from asrserve.backends.redis_documents import (
+from asrserve.drivers.redis_documents import (
     CHUNK,
     Docs,
     Raw,

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from asrserve.backends.sqlite import Database, page_filter
+from asrserve.drivers.sqlite import Database, page_filter
 from asrserve.jobs.models import BatchBacklog, Job, JobStatus, WebhookStatus
 from asrserve.jobs.store import JobStore, Mutation
 

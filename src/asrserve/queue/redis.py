@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from asrserve.backends.redis_documents import text
+from asrserve.drivers.redis_documents import text
 from asrserve.queue.base import Delivery, Queue
 from asrserve.vocabulary import Priority
 

@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 
-from asrserve.backends.sqlite import Database
+from asrserve.drivers.sqlite import Database
 from asrserve.queue.base import Delivery, Queue
 from asrserve.vocabulary import Priority
 from asrserve.waiting import wait_event
