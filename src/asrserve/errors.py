@@ -218,6 +218,13 @@ class ModelLoading(Unavailable):
         super().__init__("the model is still loading", retry_after=5)
 
 
+class AudioMissing(AsrError):
+    """A job's stored audio is gone (a Redis blob expired or was deleted)."""
+
+    kind = ErrorKind.GONE
+    default_code = "audio_missing"
+
+
 class StoreUnavailable(Unavailable):
     """A store (the SQLite file, Redis) failed; the backend translated its driver's error
     into this at its boundary, so that no caller has to know which driver it was."""

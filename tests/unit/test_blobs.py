@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from asrserve.audio.errors import AudioMissing
 from asrserve.blobs.base import Blobs
 from asrserve.blobs.local import LocalBlobs
 from asrserve.blobs.redis import RedisBlobs
+from asrserve.errors import AudioMissing
 from asrserve.settings import Settings
 from tests.support.loop import Run
 

@@ -12,12 +12,13 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from asrserve.api.errors import install_error_handlers
-from asrserve.audio.errors import AudioMissing, AudioTooLong, EmptyAudio, UnsupportedAudio
+from asrserve.audio.errors import AudioTooLong, EmptyAudio, UnsupportedAudio
 from asrserve.drivers.redis import BrokerUnavailable, connect
 from asrserve.drivers.sqlite import Database
 from asrserve.errors import (
     STATUS_OF_KIND,
     AsrError,
+    AudioMissing,
     Conflict,
     DeadlineExceeded,
     ErrorKind,

@@ -37,13 +37,6 @@ class EmptyAudio(AudioError):
     default_code = "empty_audio"
 
 
-class AudioMissing(AudioError):
-    """The job's stored audio is gone (a Redis blob expired or was deleted)."""
-
-    kind = ErrorKind.GONE
-    default_code = "audio_missing"
-
-
 def undecodable(detail: str) -> AudioError:
     return UnsupportedAudio(f"the file is not decodable audio: {detail}")
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from asrserve.audio.errors import AudioMissing
 from asrserve.blobs.base import Blobs, delete_file
+from asrserve.errors import AudioMissing
 from asrserve.settings import Settings
 
 REDIS_SCHEME = "redis-blob:"
