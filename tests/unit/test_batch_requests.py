@@ -14,7 +14,7 @@ from asrserve.batch_api import requests as requests_module
 from asrserve.batch_api.models import ENDPOINT as TRANSCRIPTIONS
 from asrserve.batch_api.models import TRANSLATIONS, BatchItem
 from asrserve.batch_api.output import split_lines
-from asrserve.batch_api.requests import (
+from asrserve.batch_lines import (
     InvalidInput,
     RequestLine,
     count_requests,

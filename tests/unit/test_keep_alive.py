@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from asrserve.batch_api.requests import InvalidInput, parse_input
+from asrserve.batch_lines import InvalidInput, parse_input
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.residency import RETRY_RELEASE_S, ModelBusy

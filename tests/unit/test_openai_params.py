@@ -13,7 +13,7 @@ import pytest
 from asrserve.audio.features import decode_audio, vad_config
 from asrserve.batch_api.models import BatchItem
 from asrserve.batch_api.output import split_lines
-from asrserve.batch_api.requests import _fields
+from asrserve.batch_lines import _fields
 from asrserve.engine.base import SAMPLING_RATE, ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest

@@ -12,7 +12,7 @@ import pytest
 
 from asrserve.batch_api.models import ENDPOINT, BatchItem
 from asrserve.batch_api.output import split_lines
-from asrserve.batch_api.requests import InvalidInput, parse_input
+from asrserve.batch_lines import InvalidInput, parse_input
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest

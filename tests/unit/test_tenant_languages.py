@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from asrserve.api.model_routes import languages_for
-from asrserve.batch_api.requests import InvalidInput, parse_input
+from asrserve.batch_lines import InvalidInput, parse_input
 from asrserve.cli.main import main
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog

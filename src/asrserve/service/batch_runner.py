@@ -22,8 +22,8 @@ from asrserve.auth.principal import Principal
 from asrserve.batch_api.models import Batch, BatchErrorLine, BatchItem, BatchStatus, RequestCounts
 from asrserve.batch_api.models import item_job_id as job_id_for
 from asrserve.batch_api.output import split_lines, write_lines
-from asrserve.batch_api.requests import InvalidInput, RequestLine, parse_input
 from asrserve.batch_api.store import BatchStore
+from asrserve.batch_lines import InvalidInput, RequestLine, parse_input
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import AsrError, NotFound, QuotaExceeded
 from asrserve.files.models import FilePurpose, StoredFile

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import ParamSpec, Protocol, TypeVar
 
 from asrserve.auth.principal import Principal
-from asrserve.batch_api.requests import count_requests
+from asrserve.batch_lines import count_requests
 from asrserve.errors import InvalidRequest, NotFound, TooLarge, shown
 from asrserve.files.models import UPLOADABLE, FilePurpose, StoredFile, new_file_id
 from asrserve.files.store import FileStore
