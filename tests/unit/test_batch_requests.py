@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asrserve.batch_api import requests as requests_module
+from asrserve import batch_lines as requests_module
 from asrserve.batch_api.models import ENDPOINT as TRANSCRIPTIONS
 from asrserve.batch_api.models import TRANSLATIONS, BatchItem
 from asrserve.batch_api.output import split_lines
