@@ -9,7 +9,7 @@ import json
 import sys
 
 from asrserve.audio.decode import decode
-from asrserve.engine import loading
+from asrserve.engine.loading import load
 from asrserve.engine.whisper import FasterWhisperEngine
 from asrserve.settings import Settings
 from tests.support.servers import JFK
@@ -24,7 +24,7 @@ def rss_mib() -> float:
 
 
 def main(cycles: int) -> None:
-    engine = loading.load(Settings(cpu_replicas=1, cpu_threads=2))[0]["tiny.en"]  # sole holder
+    engine = load(Settings(cpu_replicas=1, cpu_threads=2))[0]["tiny.en"]  # sole holder
     assert isinstance(engine, FasterWhisperEngine)
     audio = decode(JFK, 60.0)
 

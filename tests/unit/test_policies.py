@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from asrserve.batcher.policies import POLICIES, PolicyConfig, Selection, get_policy, select_batch
-from asrserve.settings import Settings
+from asrserve.settings import Settings, registered
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,7 @@ def test_offline_work_does_not_ride_in_an_online_batch() -> None:
 def test_an_unknown_policy_is_a_validation_error_naming_the_known_ones() -> None:
     with pytest.raises(ValidationError, match="unknown batch policy 'fifo': use one of greedy"):
         Settings(batch_policy="fifo")
+    assert tuple(POLICIES) == registered.BATCH_POLICIES  # the names the settings check
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))

@@ -15,7 +15,8 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-AUTO = "auto"
+from asrserve.settings.registered import AUTO
+
 CTRANSLATE2 = "ctranslate2"
 TRANSFORMERS = "transformers"
 

@@ -16,15 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from asrserve.engine.choice import AUTO, EngineChoice, choose
+from asrserve.engine.choice import EngineChoice, choose
+from asrserve.settings.registered import check_engine
 
 if TYPE_CHECKING:
     from asrserve.engine.base import Engine
     from asrserve.engine.catalog import Catalog
     from asrserve.engine.layout import Layout
     from asrserve.settings import Settings
-
-DEFAULT_ENGINE = AUTO
 
 
 @dataclass(frozen=True)
@@ -70,14 +69,6 @@ ENGINES: dict[str, Callable[[], EngineKind]] = {
     "transformers": _transformers,
 }
 """Each engine by name, made on first use (its runtime is imported only then)."""
-
-
-def check_engine(name: str) -> str:
-    """``name`` if an engine is registered under it (or ``auto``); ValueError naming them."""
-    if name != AUTO and name not in ENGINES:
-        registered = ", ".join([AUTO, *sorted(ENGINES)])
-        raise ValueError(f"unknown engine {name!r}; registered: {registered}")
-    return name
 
 
 def engine_choice(settings: Settings) -> EngineChoice:

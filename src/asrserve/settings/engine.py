@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from asrserve.engine.registry import DEFAULT_ENGINE, check_engine
 from asrserve.settings.fields import FLAG, EncoderWindow, names, numbers
 from asrserve.settings.keep_alive import FOREVER, model_spec
+from asrserve.settings.registered import AUTO, check_engine
 
 
 class EngineSettings(BaseModel):
@@ -40,7 +40,7 @@ class EngineSettings(BaseModel):
         description="Never download a model (`HF_HUB_OFFLINE=1` too): use the cache only.",
     )
     engine: str = Field(
-        DEFAULT_ENGINE,
+        AUTO,
         description="The engine that runs the models: `ctranslate2` (faster-whisper's),"
         " `transformers` (PyTorch: CUDA 12 and 13, Blackwell, ROCm, Apple MPS, CPU; the"
         " `transformers` extra), or `auto`: CTranslate2 where it can run the device (the CPU;"

@@ -6,8 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, field_validator
 
-from asrserve.batcher.policies import policy_class
 from asrserve.settings.fields import FLAG
+from asrserve.settings.registered import check_policy
 
 
 class Calibration(StrEnum):
@@ -100,5 +100,4 @@ class SchedulerSettings(BaseModel):
     @field_validator("batch_policy")
     @classmethod
     def _known_policy(cls, value: str) -> str:
-        policy_class(value)  # ValueError naming the registered policies
-        return value
+        return check_policy(value)  # ValueError naming the registered policies
