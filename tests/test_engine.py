@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from asrserve.bench.wer import wer
 from asrserve.engine import pipeline, whisper
 from asrserve.engine.base import Engine
 from asrserve.engine.whisper import FasterWhisperEngine
-from asrserve.inference.direct import transcribe_prepared
+from asrserve.inference.direct import transcribe_file, transcribe_prepared
+from asrserve.settings import Settings
 from asrserve.vocabulary import TranscriptionOptions
 
 pytestmark = pytest.mark.slow
@@ -104,17 +106,84 @@ def test_an_unloaded_model_gives_its_memory_back() -> None:
 
 
 class _Counting:
-    """The CTranslate2 model, its generate calls' sizes noted."""
+    """The CTranslate2 model, its generate calls' sizes and prompts noted."""
 
     def __init__(self, model: Any) -> None:
-        self.model, self.sizes = model, list[int]()
+        self.model, self.sizes, self.prompts = model, list[int](), list[list[list[int]]]()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
     def generate(self, features: Any, prompts: list[list[int]], **kwargs: Any) -> Any:
         self.sizes.append(len(prompts))
+        self.prompts.append(prompts)
         return self.model.generate(features, prompts, **kwargs)
+
+
+def test_a_requests_prompt_is_encoded_as_faster_whispers_transcribe_encodes_it(
+    engine: Engine, corpus: list[Clip], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stripped, after one space, right after <|startofprev|> (issue 45: the batched path
+    encoded it bare, as faster-whisper's batched pipeline does)."""
+    assert isinstance(engine, FasterWhisperEngine)
+    counting = _Counting(engine._pipeline.model.model)
+    monkeypatch.setattr(engine._pipeline.model, "model", counting)
+    chunk = engine_chunks(engine, corpus[0])[0]
+    engine.transcribe_batch([chunk], TranscriptionOptions(prompt="  Kubernetes, kubectl "))
+    tokens = engine._model.hf_tokenizer
+    spaced = tokens.encode(" Kubernetes, kubectl", add_special_tokens=False).ids
+    assert spaced != tokens.encode("Kubernetes, kubectl", add_special_tokens=False).ids
+    [[prompt]] = counting.prompts
+    assert prompt[: len(spaced) + 1] == [tokens.token_to_id("<|startofprev|>"), *spaced]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Well, I know, I know, I know. You told me so.",
+        "I know. I know. I know.",
+        "Thank you. Thank you. Thank you very much.",
+    ],
+)
+def test_speech_that_repeats_itself_passes_the_loop_rules_as_faster_whisper_hears_it(
+    engine: Engine, tmp_path: Path, said: str
+) -> None:
+    """asrserve's own loop rules failed such speech at temperature 0 and kept a sampled try
+    that dropped a repetition (issue 45): now each window passes at 0, with
+    faster-whisper's transcribe's text."""
+    assert isinstance(engine, FasterWhisperEngine)
+    path = tmp_path / "said.wav"
+    subprocess.run(["espeak-ng", "-w", str(path), said], check=True, timeout=60)
+    served = engine.capabilities.windows(Settings().windows)
+    ours = transcribe_file(engine, path, TranscriptionOptions(), max_seconds=60, windows=served)
+    theirs, _ = engine.weights.model.transcribe(str(path), beam_size=5)
+    assert [s.temperature for s in ours.segments] == [0.0] * len(ours.segments)
+    assert ours.text == "".join(s.text for s in theirs).strip()
+
+
+def test_a_try_above_0_5_drops_the_text_before_its_window_and_keeps_the_requests_prompt(
+    engine: Engine, corpus: list[Clip], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asrserve's own prompt reset (docs/decoding.md): the try itself loses the context;
+    faster-whisper's prompt_reset_on_temperature keeps it for every try of a window and
+    drops it for the windows after one that ended above 0.5."""
+    assert isinstance(engine, FasterWhisperEngine)
+    counting = _Counting(engine._pipeline.model.model)
+    monkeypatch.setattr(engine._pipeline.model, "model", counting)
+    chunk = replace(engine_chunks(engine, corpus[0])[0], context="The text said before.")
+    options = TranscriptionOptions(prompt="Kubernetes")
+    tokens = engine._model.hf_tokenizer
+    sot = tokens.token_to_id("<|startoftranscript|>")
+    prompts = []
+    for temperature in (0.4, 0.6):
+        calls = len(counting.prompts)
+        engine._decode([chunk], options, temperature)
+        first = counting.prompts[calls][0]  # the window's pass (a tail may follow)
+        prompts.append(first[: first.index(sot)])
+    start = [tokens.token_to_id("<|startofprev|>")]
+    request = tokens.encode(" Kubernetes", add_special_tokens=False).ids
+    before = tokens.encode(" The text said before.", add_special_tokens=False).ids
+    assert prompts == [start + request + before, start + request]
 
 
 def test_logprob_windows_go_in_groups_under_the_pass_budget(

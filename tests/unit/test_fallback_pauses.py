@@ -19,7 +19,7 @@ from tests.support.loop import busy, run_on_engine, settle
 OPTS = TranscriptionOptions()
 
 
-LOOP = " go home go home go home"
+LOOP = " go home go home go home go home"
 
 
 class LoopingEngine(FakeEngine):
@@ -39,9 +39,7 @@ class LoopingEngine(FakeEngine):
         [segments] = [super().transcribe_batch(chunks, OPTS)]
         loops = [c.duration == 9.0 and temperature < 0.4 for c in chunks]
         return [
-            Attempt(
-                [replace(s[0], text=" go home go home go home" if loop else s[0].text)], temperature
-            )
+            Attempt([replace(s[0], text=LOOP if loop else s[0].text)], temperature)
             for s, loop in zip(segments, loops, strict=True)
         ]
 

@@ -106,6 +106,13 @@ def context_tokens(encode: Callable[[str], Sequence[int]], text: str) -> list[in
     return list(encode(" " + text))[-CONTEXT_TOKENS:] if text else []
 
 
+def prompt_tokens(encode: Callable[[str], Sequence[int]], prompt: str | None) -> list[int]:
+    """A request's prompt as faster-whisper's ``transcribe`` encodes it: stripped, after
+    one space (its batched pipeline leaves the space out)."""
+    text = (prompt or "").strip()
+    return list(encode(" " + text)) if text else []
+
+
 def full_window(chunk: ChunkInput) -> ChunkInput | None:
     """The chunk's features padded to 30 s as ``features(audio)`` pads them (with zeros);
     None for a chunk on the full window already."""

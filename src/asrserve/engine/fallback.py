@@ -3,11 +3,12 @@
 A window is decoded at temperature 0 first; a decode that fails the thresholds is tried
 again at the next temperature of :data:`TEMPERATURES` (OpenAI's ``temperature=0``: "the
 model will use log probability to automatically increase the temperature until certain
-thresholds are hit"; faster-whisper's defaults). A decode fails when its text compresses
-too well (over 2.4), repeats a phrase, ran to its token limit, or its average log
-probability is below -1.0 — unless its no-speech probability says the window is silence.
-When every try fails, the one kept is the best by Whisper's rule: the highest average log
-probability among the tries that do not loop, else among all.
+thresholds are hit"; faster-whisper's defaults). A decode fails when its text compresses too
+well (over 2.4) or its average log probability is below -1.0 (faster-whisper's rules), or,
+by asrserve's own loop rules, repeats a phrase or ran to its token limit — unless its
+no-speech probability says the window is silence. When every try fails, the one kept is the
+best by Whisper's rule: the highest average log probability among the tries that do not
+loop, else among all.
 """
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ BEST_OF = 5  # samples drawn per try above temperature 0, the best kept
 NO_SPEECH_THRESHOLD = 0.6
 LOG_PROB_THRESHOLD = -1.0
 COMPRESSION_RATIO_THRESHOLD = 2.4
-# A phrase of this many words or more said twice in a row, or of two or more said three
-# times, is a loop: "which are an exact imitation, which are an exact imitation, ...".
+# asrserve's own loop rules, beyond faster-whisper's: a sentence of this many words or more
+# said twice in a row, or a phrase of as many words said twice back to back, is a loop
+# ("which are an exact imitation, which are an exact imitation, ..."); so is a shorter
+# phrase of two or more words said four times. People repeat short phrases ("I know, I
+# know, I know", "Thank you. Thank you.") where Whisper's loops of them run on.
 TWICE_WORDS = 4
-THRICE_WORDS = 2
+SHORT_WORDS = 2
+SHORT_COPIES = 4
 LONGEST_PHRASE = 24  # longer repeats compress well enough for the ratio to catch them
 
 
@@ -55,14 +60,15 @@ def _words(text: str) -> list[str]:
 
 
 def repeats_phrase(text: str) -> bool:
-    """The text says one sentence twice in a row, or repeats a phrase back to back
-    (:data:`TWICE_WORDS` or more words twice, :data:`THRICE_WORDS` or more three times)."""
+    """The text says one sentence of :data:`TWICE_WORDS` or more words twice in a row, or
+    repeats a phrase back to back (:data:`TWICE_WORDS` or more words twice,
+    :data:`SHORT_WORDS` or more :data:`SHORT_COPIES` times)."""
     sentences = [_words(s) for s in re.split(r"[.!?。！？]+", text) if _words(s)]
-    if any(a == b for a, b in itertools.pairwise(sentences)):
+    if any(a == b and len(a) >= TWICE_WORDS for a, b in itertools.pairwise(sentences)):
         return True
     words = _words(text)
-    for size in range(THRICE_WORDS, min(LONGEST_PHRASE, len(words) // 2) + 1):
-        copies = 2 if size >= TWICE_WORDS else 3
+    for size in range(SHORT_WORDS, min(LONGEST_PHRASE, len(words) // 2) + 1):
+        copies = 2 if size >= TWICE_WORDS else SHORT_COPIES
         for start in range(len(words) - size * copies + 1):
             phrase = words[start : start + size]
             if all(

@@ -18,6 +18,7 @@ import numpy as np
 from faster_whisper import BatchedInferencePipeline
 
 from asrserve.engine.base import FRAMES_PER_SECOND
+from asrserve.engine.decoding import prompt_tokens
 from asrserve.engine.logprobs import chosen_logprobs
 
 # A window's text is at most this many tokens per second of its length (fast English
@@ -127,7 +128,7 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
         self, features: np.ndarray, tokenizer: Any, options: DecodeOptions
     ) -> tuple[Any, list[dict[str, Any]]]:
         model = self.model
-        initial = tokenizer.encode(options.initial_prompt) if options.initial_prompt else []
+        initial = prompt_tokens(tokenizer.encode, options.initial_prompt)
         previous = self.previous or [[] for _ in range(features.shape[0])]
         prompts = [
             model.get_prompt(

@@ -36,6 +36,7 @@ from asrserve.engine.decoding import (
     context_tokens,
     decode_windows,
     full_window,
+    prompt_tokens,
     stack_padded,
 )
 from asrserve.engine.fallback import (
@@ -206,7 +207,7 @@ class TransformersEngine(Engine):
             suppress_begin=self.meta.suppress_begin,
         )
         beam = 1 if options.logprobs else options.beam_size
-        prompt = tokenizer.encode(options.prompt) if options.prompt else []
+        prompt = prompt_tokens(tokenizer.encode, options.prompt)
         return _Setup(
             tokenizer=tokenizer,
             rules=TimestampRules(vocabulary, self.net.device),
