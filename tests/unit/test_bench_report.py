@@ -33,12 +33,16 @@ def test_the_environment_the_flags_and_the_defaults_are_recorded(
     assert settings["ASRSERVE_ENCODER_WINDOWS_S"] == "5,10,15,20,30"
     assert settings["ASRSERVE_BATCH_POLICY"] == "greedy"
     assert settings["ASRSERVE_CPU_REPLICAS"] == "auto"
+    # what moves a streamed answer's first text and the accuracy (issue 45)
+    assert settings["ASRSERVE_FIRST_WINDOW_S"] == "15"
+    assert (settings["ASRSERVE_VAD_FILTER"], settings["ASRSERVE_STAGED_DECODE"]) == ("true",) * 2
     assert "ASRSERVE_MODEL" not in settings  # unset: the models say what served
 
 
 def test_the_recorded_values_set_the_same_settings_again(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASRSERVE_OFFLINE_RIDE_SHARE", "0.10")
     monkeypatch.setenv("ASRSERVE_ENCODER_WINDOW", "full")
+    monkeypatch.setenv("ASRSERVE_STAGED_DECODE", "false")
     flags = {"ASRSERVE_CPU_REPLICAS": "2", "ASRSERVE_CPU_THREADS": "1", "ASRSERVE_MODEL": "/m"}
     recorded = server_settings(flags)
     ran = Settings(cpu_replicas=2, cpu_threads=1, model=Path("/m"))

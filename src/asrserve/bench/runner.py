@@ -39,6 +39,9 @@ REPORTED_SETTINGS = (
     "fallback_temperatures",
     "encoder_window",
     "encoder_windows_s",
+    "first_window_s",
+    "vad_filter",
+    "staged_decode",
     "batch_policy",
     "max_batch_size",
     "max_wait_ms",
@@ -261,6 +264,8 @@ def server_settings(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _as_env(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, tuple):
         return ",".join(map(_as_env, value))
     if isinstance(value, float):
