@@ -14,6 +14,8 @@ import pytest
 from asrserve.bench.corpus import Clip
 from tests.support.servers import Server
 
+pytestmark = pytest.mark.slow
+
 
 def run_batch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

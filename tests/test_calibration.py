@@ -7,8 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.servers import ROOT, Server
+
+pytestmark = pytest.mark.slow
 
 JFK = ROOT / "tests" / "data" / "jfk.flac"
 ENV = {

@@ -12,6 +12,8 @@ from asrserve.bench.wer import normalize, wer, wer_one
 from tests.support.corpus_languages import LANGUAGES, build_language_corpus
 from tests.support.corpus_languages import SENTENCES as LANGUAGE_SENTENCES
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),

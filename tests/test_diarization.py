@@ -26,6 +26,8 @@ from asrserve.speakers.embedder import CamPlusPlusEmbedder, SpeakerEmbedder, ins
 from asrserve.speakers.turns import Turn, clips
 from asrserve.vocabulary import Diarization
 
+pytestmark = pytest.mark.slow
+
 CONVERSATIONS = range(100, 110)  # not among the seeds the clustering was tuned on (0-39)
 
 

@@ -25,6 +25,8 @@ from tests.support.cluster import Cluster
 from tests.support.servers import Receiver
 from tests.support.wait import wait_until
 
+pytestmark = pytest.mark.slow
+
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 
 

@@ -32,6 +32,8 @@ from asrserve.requests import MAX_PROMPT_CHARS
 from tests.support.batches import ENDPOINT, client_for, create_batch, ended, line, wait_for
 from tests.support.servers import Server
 
+pytestmark = pytest.mark.slow
+
 MIB = 1024 * 1024
 BATCH_API_MAX_REQUESTS = 3
 JSON_LIMIT = 64 * 1024  # the default max_json_body_bytes

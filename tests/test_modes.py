@@ -29,6 +29,8 @@ from tests.support.cluster import Cluster
 from tests.support.servers import JFK, REAL_SPEECH, Receiver
 from tests.support.wait import wait_until
 
+pytestmark = pytest.mark.slow
+
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 ENV = {
     "ASRSERVE_AUTH": "on",

@@ -20,6 +20,8 @@ from asrserve.settings.distributed import shown_url
 from tests.support.api import submit_job, wait_job
 from tests.support.real_speech import librivox
 
+pytestmark = pytest.mark.slow
+
 PASSWORD = f"pw-{secrets.token_hex(16)}"
 
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from asrserve.bench.corpus import Clip
 from asrserve.engine.base import Engine
 from asrserve.settings import Settings
 from tests.support.transcribing import transcribe_file
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_staged_transcript_is_the_whole_file_transcript(
