@@ -4,7 +4,8 @@
    jfk through the published port; prints the image's size and its time from run to ready.
 2. deploy/compose.yaml (Redis + API + 2 workers): 16 async jobs; one worker is killed
    (SIGKILL) mid-work, the other drained (SIGTERM) during a batch and must exit 0 within
-   its stop grace; both start again; every job succeeds, logged as stored exactly once.
+   its stop grace; both start again; every job succeeds, with one "job succeeded" log record
+   each over both workers (the log, not the store, is what counts them).
 3. Redis's container restarts while jobs are still queued: they survive (the AOF). Redis
    requires the password the API and the workers read (a client without it: NOAUTH).
 4. ``/healthz`` (the API node's and each worker's probe server) answers within 1 s while
@@ -303,7 +304,10 @@ def run_stack(stack: Stack, audio: bytes) -> None:
     running = {i for i, s in stack.statuses(ids).items() if s == "running"}
     before_kill = logs(doomed)
     check(bool(running), f"jobs in flight at the kill: {len(running)}")
-    check(not running & set(logged(before_kill)), "the killed worker stored none of them")
+    # "job succeeded" is logged after the store: a job still running in the store has no
+    # such record (a record would mean a store the job's status does not show)
+    check(not running & set(logged(before_kill)),
+          "the killed worker logged no result for a job the store shows running")  # fmt: skip
 
     # Mid-work: the drained worker has finished a forward pass, and its jobs are not done.
     wait_for(lambda: '"msg": "batch"' in logs(drained), 120, "a batch on the other worker")
@@ -331,7 +335,9 @@ def run_stack(stack: Stack, audio: bytes) -> None:
             raise CheckFailed(f"jobs not succeeded: {now}")
         finals = {i: j if j["status"] == "succeeded" else stack.job(i, wait=60)
                   for i, j in finals.items()}  # fmt: skip
-    check(True, f"all {JOBS} jobs succeeded after the kill, the drain and the Redis restart")
+    statuses = {str(j["status"]) for j in finals.values()}
+    check(statuses == {"succeeded"} and len(finals) == JOBS,
+          f"all {JOBS} jobs succeeded after the kill, the drain and the Redis restart")  # fmt: skip
     texts = [str(j["result"]["text"]).lower() for j in finals.values()]  # type: ignore[index]
     check(all(JFK_WORDS in t for t in texts), "every transcript is jfk's")
 
@@ -339,7 +345,8 @@ def run_stack(stack: Stack, audio: bytes) -> None:
     counts = logged(logs(drained)) + logged(after_kill)
     counts += Counter({j: n for j, n in logged(before_kill).items() if j not in running})
     check(set(counts) == set(ids) and set(counts.values()) == {1},
-          f"every job's result stored exactly once: {dict(Counter(counts.values()))}")  # fmt: skip
+          f"every job's result logged as stored exactly once (one 'job succeeded' record a job,"
+          f" over both workers): {dict(Counter(counts.values()))}")  # fmt: skip
 
 
 def main() -> int:
