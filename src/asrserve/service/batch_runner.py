@@ -17,8 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from asrserve.audio.errors import AudioError
-from asrserve.auth import quota
-from asrserve.auth.principal import Principal
 from asrserve.batch_api.models import Batch, BatchErrorLine, BatchItem, BatchStatus, RequestCounts
 from asrserve.batch_api.models import item_job_id as job_id_for
 from asrserve.batch_api.output import split_lines, write_lines
@@ -28,7 +26,6 @@ from asrserve.engine.catalog import Catalog
 from asrserve.errors import AsrError, NotFound, QuotaExceeded
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus
-from asrserve.languages import ANY_LANGUAGE
 from asrserve.service.fairness import round_robin
 from asrserve.service.files import FileNotFound, Files
 from asrserve.service.jobs import Service
@@ -134,17 +131,12 @@ class BatchRunner:
         items, jobs = await asyncio.to_thread(self._plan, batch, requests, records, durations)
         seconds = sum(job.admitted_s for job in jobs)
         try:
-            await self._charge(batch, seconds)
+            await self._service.charge(batch.owner, seconds)
         except QuotaExceeded as exc:
             error = BatchErrorLine(code=exc.code or "quota_exceeded", message=exc.message)
             return await self._set(batch.id, BatchStatus.FAILED, "failed_at", errors=[error])
         await self._batches.add_items(items)
-        await self._service.store.create_many(jobs)
-        longest_first = sorted(jobs, key=lambda job: -(job.audio_duration or 0.0))
-        await self._service.queue.put_many([job.id for job in longest_first], Priority.OFFLINE)
-        await self._service.admission.added(
-            Priority.OFFLINE, seconds, count=len(jobs), owner=batch.owner
-        )
+        await self._service.enqueue_offline(jobs, batch.owner)
         failed = sum(item.error is not None for item in items)
         log.info(
             "batch %s in progress: %d request(s), %d rejected, %.1f audio s",
@@ -162,13 +154,6 @@ class BatchRunner:
             audio_seconds=round(seconds, 3),
         )
 
-    async def _charge(self, batch: Batch, seconds: float) -> None:
-        """The batch's audio against its owner's daily quota (:class:`QuotaExceeded` if it
-        does not fit)."""
-        key = await self._service.keys.get(batch.owner) if batch.owner else None
-        if key is not None:
-            await quota.charge(self._service.keys, Principal.of(key, self._settings), seconds)
-
     async def _read_input(self, batch: Batch) -> list[RequestLine]:
         """The requests, parsed line by line as the file is read (never read whole), each
         within the languages its owner's key allows."""
@@ -179,8 +164,7 @@ class BatchRunner:
         if record is None:
             raise gone
         settings = self._settings
-        key = await self._service.keys.get(batch.owner) if batch.owner else None
-        languages = ANY_LANGUAGE if key is None else key.language_rule
+        languages = await self._service.languages_of(batch.owner)
 
         def parse() -> list[RequestLine]:
             with path.open("rb") as source:
@@ -249,7 +233,7 @@ class BatchRunner:
 
     async def _probe(self, path: Path, tenant: str) -> float | AsrError | None:
         try:
-            return await self._service.probes.probe(path, self._settings.max_audio_seconds, tenant)
+            return await self._service.probe(path, tenant)
         except AudioError as exc:
             return exc
         except OSError:
@@ -259,13 +243,10 @@ class BatchRunner:
     async def _cancel_jobs(self, batch_id: str) -> bool:
         """Cancel the next :data:`CANCEL_STEP` unfinished jobs of the batch in one store
         call; whether there may be more."""
-        store = self._service.store
-        jobs = await store.batch_jobs(batch_id, unfinished=True, limit=CANCEL_STEP)
-        await self._service.cancel_many([job.id for job in jobs])
-        return len(jobs) == CANCEL_STEP
+        return await self._service.cancel_batch_jobs(batch_id, CANCEL_STEP)
 
     async def _counts(self, batch: Batch) -> RequestCounts:
-        by_status = await self._service.store.batch_counts(batch.id)
+        by_status = await self._service.batch_counts(batch.id)
         return RequestCounts(
             total=batch.request_counts.total,
             completed=by_status.get(JobStatus.SUCCEEDED, 0),
@@ -279,7 +260,7 @@ class BatchRunner:
             if batch.status is not BatchStatus.FINALIZING:
                 return batch
         items = await self._batches.items(batch.id)
-        jobs = {job.id: job for job in await self._service.store.batch_jobs(batch.id)}
+        jobs = {job.id: job for job in await self._service.batch_jobs(batch.id)}
         if batch.expired_at is not None:
             end, stamp, unfinished = BatchStatus.EXPIRED, "expired_at", "batch_expired"
         elif batch.cancelling_at is not None:

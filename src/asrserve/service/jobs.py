@@ -20,8 +20,9 @@ from asrserve.backends.backend import Backend
 from asrserve.batcher.recording import TrafficRecorder
 from asrserve.errors import InvalidRequest
 from asrserve.events import JobEvents
-from asrserve.jobs.models import Job, new_job_id
+from asrserve.jobs.models import Job, JobStatus, new_job_id
 from asrserve.jobs.store import JobStore
+from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
 from asrserve.service.files import ReceivedFile
@@ -138,6 +139,48 @@ class Service:
         await self.admission.admit(priority, duration or 0.0, owner=principal.owner)
         await quota.charge(self.keys, principal, duration or 0.0)
         return duration
+
+    async def probe(self, path: Path, tenant: str) -> float | None:
+        """The stated duration of the audio at ``path`` (None: not stated), probed in a
+        process of the pool as ``tenant``'s; :class:`AudioError` for audio it refuses."""
+        return await self.probes.probe(path, self.settings.max_audio_seconds, tenant)
+
+    async def charge(self, owner: str | None, seconds: float) -> None:
+        """``seconds`` of audio against the daily quota of the key ``owner`` (None, or a key
+        no longer stored: nobody's), or :class:`QuotaExceeded`."""
+        key = await self.keys.get(owner) if owner else None
+        if key is not None:
+            await quota.charge(self.keys, Principal.of(key, self.settings), seconds)
+
+    async def languages_of(self, owner: str | None) -> LanguageRule:
+        """The languages the key ``owner`` allows (any: no key)."""
+        key = await self.keys.get(owner) if owner else None
+        return ANY_LANGUAGE if key is None else key.language_rule
+
+    async def batch_jobs(self, batch_id: str, *, unfinished: bool = False) -> list[Job]:
+        """A Batch API batch's jobs in id order (only the queued or running ones with
+        ``unfinished``)."""
+        return await self.store.batch_jobs(batch_id, unfinished=unfinished)
+
+    async def batch_counts(self, batch_id: str) -> dict[JobStatus, int]:
+        """How many of a batch's jobs are in each status."""
+        return await self.store.batch_counts(batch_id)
+
+    async def cancel_batch_jobs(self, batch_id: str, step: int) -> bool:
+        """Cancel the next ``step`` unfinished jobs of a batch in one store call; whether
+        there may be more."""
+        jobs = await self.store.batch_jobs(batch_id, unfinished=True, limit=step)
+        await self.cancel_many([job.id for job in jobs])
+        return len(jobs) == step
+
+    async def enqueue_offline(self, jobs: Sequence[Job], owner: str | None) -> None:
+        """Record and queue a batch's jobs (the longest first, so that the batch's tail is
+        short), counted in the offline class's backlog for ``owner``."""
+        await self.store.create_many(list(jobs))
+        longest_first = sorted(jobs, key=lambda job: -(job.audio_duration or 0.0))
+        await self.queue.put_many([job.id for job in longest_first], Priority.OFFLINE)
+        seconds = sum(job.admitted_s for job in jobs)
+        await self.admission.added(Priority.OFFLINE, seconds, count=len(jobs), owner=owner)
 
     async def wait(self, job_id: str, timeout: float) -> Job | None:
         """The job once finished, or as it stands when ``timeout`` passes."""
