@@ -28,9 +28,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from asrserve.api.access import caller
-from asrserve.api.audio_routes import ready_model, run_interactive
 from asrserve.api.cue_params import cue_fields
 from asrserve.api.deps import ApiContext
+from asrserve.api.intake import ready_model, run_interactive
 from asrserve.api.openapi import audio_file_form
 from asrserve.api.responses import finished_transcript
 from asrserve.api.uploads import Upload, receive_upload, storage_error

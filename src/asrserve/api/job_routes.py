@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from asrserve.api.access import caller
-from asrserve.api.audio_routes import ready_model, receive_transcription
 from asrserve.api.cue_params import cue_fields
 from asrserve.api.deps import ApiContext, context
+from asrserve.api.intake import ready_model, receive_transcription
 from asrserve.api.openapi import transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.schemas import job_view, page_body

@@ -28,8 +28,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from asrserve.api.access import caller
-from asrserve.api.audio_routes import ready_model
 from asrserve.api.deps import ApiContext
+from asrserve.api.intake import ready_model
 from asrserve.auth.principal import Principal
 from asrserve.batcher.residency import Residency
 from asrserve.engine.base import ModelInfo

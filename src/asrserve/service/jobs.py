@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -18,13 +19,14 @@ from asrserve.auth.keys import KeyStore
 from asrserve.auth.principal import OPEN, Principal
 from asrserve.backends.backend import Backend
 from asrserve.batcher.recording import TrafficRecorder
-from asrserve.errors import InvalidRequest
+from asrserve.errors import DeadlineExceeded, InvalidRequest
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, JobStatus, new_job_id
 from asrserve.jobs.store import JobStore
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
+from asrserve.requests import TranscriptionRequest
 from asrserve.service.files import ReceivedFile
 from asrserve.service.references import probe_references
 from asrserve.service.signing import Signer
@@ -139,6 +141,32 @@ class Service:
         await self.admission.admit(priority, duration or 0.0, owner=principal.owner)
         await quota.charge(self.keys, principal, duration or 0.0)
         return duration
+
+    async def submit_interactive(
+        self, job_id: str, upload: ReceivedFile, request: TranscriptionRequest, principal: Principal
+    ) -> tuple[Job, float]:
+        """A synchronous request's job, submitted at interactive priority, and the deadline
+        it has: its own ``deadline_s`` within ``ASRSERVE_SYNC_TIMEOUT_S``."""
+        timeout = min(request.deadline_s or math.inf, self.settings.sync_timeout_s)
+        job = await self.submit(
+            job_id,
+            upload,
+            request.options,
+            Priority.INTERACTIVE,
+            deadline_s=timeout,
+            principal=principal,
+            keep_alive=request.keep_alive,
+        )
+        return job, timeout
+
+    async def finished_within(self, job: Job, timeout: float) -> Job:
+        """The job once finished, or :class:`DeadlineExceeded` once ``timeout`` has passed
+        (the worker fails the job with the same code when it drops its chunks: whichever
+        side notices first, the caller sees one answer)."""
+        done = await self.wait(job.id, timeout + 1.0)
+        if done is None or not done.status.finished:
+            raise DeadlineExceeded(f"transcription did not finish within {timeout:g} s")
+        return done
 
     async def probe(self, path: Path, tenant: str) -> float | None:
         """The stated duration of the audio at ``path`` (None: not stated), probed in a
