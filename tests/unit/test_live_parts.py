@@ -10,7 +10,7 @@ from asrserve.audio.vad import WINDOW, SileroStream
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
-from asrserve.live import config as live_config
+from asrserve.live import beta as live_config
 from asrserve.live.agreement import Agreement, completed
 from asrserve.live.audio import PcmInput
 from asrserve.live.buffer import PcmBuffer

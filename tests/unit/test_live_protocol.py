@@ -13,8 +13,7 @@ from openai.types.realtime import RealtimeTranscriptionSessionCreateRequest
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import DeadlineExceeded, InvalidRequest
-from asrserve.live import config as live_config
-from asrserve.live import events, ga
+from asrserve.live import beta, events, ga
 from asrserve.live.audio import ALAW, ULAW, PcmInput
 from asrserve.live.turns import TurnDetection
 from asrserve.vocabulary import Task
@@ -80,7 +79,7 @@ GA_UPDATE: dict[str, Any] = {
 
 
 def test_a_ga_session_update_sets_what_it_names_and_shows_it_in_the_ga_shape() -> None:
-    config = ga.updated(live_config.default_config(catalog()), GA_UPDATE, catalog())
+    config = ga.updated(beta.default_config(catalog()), GA_UPDATE, catalog())
     assert (config.input_rate, config.input_encoding) == (8000, "pcmu")
     assert (config.options.model, config.options.language) == ("base", "de")
     assert config.options.task is Task.TRANSLATE
@@ -112,10 +111,10 @@ def test_the_beta_update_takes_the_same_settings_by_its_names() -> None:
         "include": ["item.input_audio_transcription.logprobs"],
         "input_audio_transcription": {"prompt": "Kubernetes, kubectl"},
     }
-    config = live_config.updated(live_config.default_config(catalog()), update, catalog())
+    config = beta.updated(beta.default_config(catalog()), update, catalog())
     assert (config.input_rate, config.input_encoding) == (8000, "pcma")
     assert config.options.prompt == "Kubernetes, kubectl" and config.logprobs
-    view = live_config.view("sess_1", config)
+    view = beta.view("sess_1", config)
     assert view["input_audio_format"] == "g711_alaw"
     assert view["input_audio_noise_reduction"] == {"type": "near_field"}
     assert view["ignored"] == ["input_audio_noise_reduction"]
@@ -144,7 +143,7 @@ def ga_input(**fields: object) -> dict[str, object]:
 def test_a_bad_ga_update_names_its_field(update: dict[str, object], param: str) -> None:
     """(``translate`` on the English-only default model, tiny.en, names the task.)"""
     with pytest.raises(InvalidRequest) as caught:
-        ga.updated(live_config.default_config(catalog()), update, catalog())
+        ga.updated(beta.default_config(catalog()), update, catalog())
     assert caught.value.param == param
 
 

@@ -19,7 +19,7 @@ from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.jobs.models import Job
 from asrserve.languages import ANY_LANGUAGE, LanguageRule, restricted
-from asrserve.live import config as live_config
+from asrserve.live import beta as live_config
 from asrserve.requests import parse_request
 from asrserve.vocabulary import Task, TranscriptionOptions
 

@@ -32,8 +32,7 @@ from asrserve.api.deps import ApiContext
 from asrserve.auth import quota
 from asrserve.auth.principal import Principal
 from asrserve.errors import STATUS_OF_KIND, AsrError, ErrorKind
-from asrserve.live import config as live_config
-from asrserve.live import ga
+from asrserve.live import beta, ga
 from asrserve.live.errors import LiveError, LiveUnavailable, error_event
 from asrserve.live.session import LiveSession
 
@@ -67,8 +66,8 @@ async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
     offered = websocket.scope.get("subprotocols") or []
     await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
     ids = itertools.count(1)
-    beta = websocket.headers.get("openai-beta", "").strip().lower() == "realtime=v1"
-    client = _Client(beta=beta or BETA_PROTOCOL in offered)
+    beta_header = websocket.headers.get("openai-beta", "").strip().lower() == "realtime=v1"
+    client = _Client(beta=beta_header or BETA_PROTOCOL in offered)
     try:
         principal = await _principal(ctx, websocket, offered)
         if intent != "transcription":
@@ -77,7 +76,7 @@ async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
             )
         if ctx.catalog is None:
             raise LiveUnavailable("the model is still loading", code="model_loading")
-        config = live_config.default_config(ctx.catalog, principal.languages)
+        config = beta.default_config(ctx.catalog, principal.languages)
 
         async def charge(seconds: float) -> None:
             await quota.charge(ctx.service.keys, principal, seconds)
@@ -189,7 +188,7 @@ async def _handle(
     elif kind in ("transcription_session.update", "session.update"):
         assert ctx.catalog is not None
         client.beta = kind == "transcription_session.update"
-        parse = live_config.updated if client.beta else ga.updated
+        parse = beta.updated if client.beta else ga.updated
         new = parse(session.config, event.get("session"), ctx.catalog, principal.languages)
         session.configure(new)
         session.events.put_nowait(_session_event(session, client, "updated"))
@@ -222,7 +221,7 @@ async def _send(websocket: WebSocket, ids: itertools.count[int], event: dict[str
 def _session_event(session: LiveSession, client: _Client, what: str) -> dict[str, Any]:
     """``session.created``/``.updated`` (GA) or ``transcription_session.…`` (beta)."""
     if client.beta:
-        view = live_config.view(session.id, session.config)
+        view = beta.view(session.id, session.config)
         return {"type": f"transcription_session.{what}", "session": view}
     return {"type": f"session.{what}", "session": ga.view(session.id, session.config)}
 

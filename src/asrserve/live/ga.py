@@ -5,7 +5,7 @@
      "include": [...]}
 
 shown in ``session.created`` and ``session.updated``. Each field means what its beta
-counterpart does (:mod:`asrserve.live.config`); a field left out keeps its value.
+counterpart does (:mod:`asrserve.live.beta`); a field left out keeps its value.
 ``transcription``'s ``delay``, ``keywords`` and ``languages`` (other OpenAI models') are
 refused by name.
 """
@@ -19,7 +19,7 @@ from typing import Any
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
-from asrserve.live import config as shared
+from asrserve.live import beta as shared
 from asrserve.live.audio import PCM16, PCMA
 from asrserve.live.session import SessionConfig
 
