@@ -171,7 +171,11 @@ class Residency:
             engine = device.engines[model]
             if engine.loaded:
                 await loop.run_in_executor(device.executor, engine.unload)
-        log.info("model %s unloaded on every device: asked for", model)
+        kept = [device.name for device in self.devices if device.engines[model].loaded]
+        if kept:  # the release loop tries these again (RETRY_RELEASE_S) once it is due
+            log.warning("model %s kept loaded on %s: a batch was still active", model, kept)
+        else:
+            log.info("model %s unloaded on every device: asked for", model)
 
 
 def _longer(keep_alive: float, than: float) -> bool:
