@@ -172,7 +172,7 @@ class Residency:
             if engine.loaded:
                 await loop.run_in_executor(device.executor, engine.unload)
         kept = [device.name for device in self.devices if device.engines[model].loaded]
-        if kept:  # the release loop tries these again (RETRY_RELEASE_S) once it is due
+        if kept:  # the release loop tries again only where its keep_alive runs out
             log.warning("model %s kept loaded on %s: a batch was still active", model, kept)
         else:
             log.info("model %s unloaded on every device: asked for", model)
