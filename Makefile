@@ -64,7 +64,7 @@ typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
 
 pytest: $(VENV)/.stamp-test system-deps
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -rs $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -rs --durations=25 $(PYTEST_ARGS)
 
 # The inner loop: lint, types and the unit tests alone (no model, no server), in about
 # two minutes. `make test` stays the gate.
