@@ -18,7 +18,7 @@ from asrserve.backends.backend import open_backend
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.cluster.local import LocalRegistry
 from asrserve.cluster.redis import RedisRegistry
-from asrserve.errors import QueueFull
+from asrserve.errors import QueueFull, TooLarge
 from asrserve.jobs.models import Job
 from asrserve.settings import Settings
 from asrserve.vocabulary import Priority
@@ -68,9 +68,22 @@ class AdmissionContract:
     def test_each_class_has_its_own_limits(self, nodes: Nodes, run: Run) -> None:
         admission, _ = nodes
         run(admission.added(Priority.ASYNC, 30.0, count=2))
-        run(admission.admit(Priority.INTERACTIVE, 10.0))
+        run(admission.admit(Priority.INTERACTIVE, 10.0))  # async's 2 jobs are not its
         with pytest.raises(QueueFull):
-            run(admission.admit(Priority.INTERACTIVE, 101.0))  # over the audio limit alone
+            run(admission.admit(Priority.ASYNC, 10.0))  # 2 jobs wait: the class is full
+
+    def test_a_request_the_empty_class_cannot_hold_is_too_large_not_queue_full(
+        self, nodes: Nodes, run: Run
+    ) -> None:
+        """No wait makes it fit, so no Retry-After: 413 ``over_queue_limit``."""
+        admission, _ = nodes
+        with pytest.raises(TooLarge) as big:
+            run(admission.admit(Priority.INTERACTIVE, 101.0))
+        assert (big.value.code, big.value.retry_after) == ("over_queue_limit", None)
+        assert str(big.value) == (
+            "the request (101 s of audio) is more than the interactive queue may hold at once"
+            " (2 jobs, 100 s of audio)"
+        )
 
     def test_a_finished_job_makes_room_and_counts_never_go_negative(
         self, nodes: Nodes, run: Run

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from asrserve.auth.keys import DeviceUsage
 from asrserve.cluster.base import WorkerRegistry
-from asrserve.errors import QueueFull
+from asrserve.errors import QueueFull, TooLarge
 from asrserve.jobs.models import Job
 from asrserve.settings import Settings
 from asrserve.vocabulary import Priority
@@ -53,12 +53,24 @@ class Limits:
     def share(self, part: float) -> Limits:
         return Limits(self.jobs * part, self.audio_s * part, self.cost, self.by_device)
 
+    def bound(self) -> str:
+        """The limits, as a message says them."""
+        bound = [f"{self.jobs:g} jobs"]
+        if math.isfinite(self.audio_s):
+            bound.append(self.audio(Backlog(0, self.audio_s)))
+        return ", ".join(bound)
+
     def audio(self, backlog: Backlog) -> str:
         """The audio ``backlog`` holds, in the units of these limits."""
-        audio = f"{backlog.audio_s:.0f} s of audio"
+        audio = f"{_seconds(backlog.audio_s)} s of audio"
         if self.by_device:
-            audio += f", about {backlog.audio_s * self.cost:.0f} device seconds"
+            audio += f", about {_seconds(backlog.audio_s * self.cost)} device seconds"
         return audio
+
+
+def _seconds(value: float) -> str:
+    """Whole seconds, or three significant digits under 100 (0.15 is not 0)."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
 @dataclass
@@ -128,9 +140,17 @@ class Admission(ABC):
         self, priority: Priority, audio_s: float, count: int = 1, owner: str | None = None
     ) -> None:
         """Raise :class:`QueueFull` if ``count`` more jobs of ``audio_s`` seconds in all would
-        not fit the class, or not fit ``owner``'s share of it."""
+        not fit the class, or not fit ``owner``'s share of it; :class:`TooLarge`
+        (``over_queue_limit``) if they would not fit it empty (no retry could help)."""
         limits = await self._limits(priority)
         name = priority.name.lower()
+        if _excess(Backlog(), limits, audio_s, count) is not None:  # no wait makes it fit
+            asked = f"{count} requests" if count > 1 else limits.audio(Backlog(1, audio_s))
+            raise TooLarge(
+                f"the request ({asked}) is more than the {name} queue may hold at once"
+                f" ({limits.bound()})",
+                code="over_queue_limit",
+            )
         backlog = await self.backlog(priority)
         excess = _excess(backlog, limits, audio_s, count)
         if excess is not None:
