@@ -28,7 +28,7 @@ import openai
 import pytest
 
 from asrserve.bench.soak import rss_bytes
-from asrserve.requests import MAX_PROMPT_CHARS
+from asrserve.request_schema import MAX_PROMPT_CHARS
 from tests.support.batches import ENDPOINT, client_for, create_batch, ended, line, wait_for
 from tests.support.servers import Server
 

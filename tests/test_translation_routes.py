@@ -116,12 +116,19 @@ def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) ->
     assert set(translation["schema"]["properties"]) == {
         "file",
         "model",
+        "language",  # the speech's (detected if left out), as on a transcription
         "prompt",
         "response_format",
         "temperature",
-        "keep_alive",
+        "timestamp_granularities[]",
+        "beam_size",
         "include[]",
         "chunking_strategy",
+        "deadline_s",
+        "keep_alive",
+        "stream",
+        *("max_line_width", "max_line_count", "max_words_per_cue", "max_cue_seconds"),
+        "highlight_words",
     }
     for route in ("/asr", "/detect-language"):
         form = paths[route]["post"]["requestBody"]["content"]["multipart/form-data"]

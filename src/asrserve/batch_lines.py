@@ -22,31 +22,20 @@ from asrserve.batch_api.models import ENDPOINT, ENDPOINTS, BatchErrorLine
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest, shown
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
-from asrserve.requests import SHAPING, TranscriptionRequest, lone_surrogate, parse_request
+from asrserve.request_schema import RequestForm
+from asrserve.requests import TranscriptionRequest, lone_surrogate, parse_request
 
 MAX_ERRORS = 100
 MAX_CUSTOM_ID = 512
 MAX_FILE_ID = 64  # ids are "file-" and 28 hex digits
 BLOCK_BYTES = 64 * 1024  # what is read at a time
 _CONTENT = re.compile(rb"[^ \t\n\r\f\v]")  # a byte that makes a line not blank
-BODY_FIELDS = frozenset(
-    {
-        "file",
-        "model",
-        "language",
-        "prompt",
-        "response_format",
-        "temperature",
-        "timestamp_granularities",
-        "timestamp_granularities[]",
-        "beam_size",
-        "keep_alive",
-        "include",
-        "include[]",
-        "chunking_strategy",
-        *SHAPING,  # with srt or vtt
-    }
+# a line's body: the request schema's fields, but a synchronous or an async request's own
+ONLINE = frozenset({"stream", "deadline_s", "callback_url"})
+SPEAKERS = frozenset(
+    {"min_speakers", "max_speakers", "known_speaker_names", "known_speaker_references"}
 )
+BODY_FIELDS = frozenset({"file", *RequestForm.names(leave_out=ONLINE | SPEAKERS)})
 
 
 @dataclass(frozen=True)

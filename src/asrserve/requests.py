@@ -1,6 +1,8 @@
 """A transcription request's options, validated: from field values (a multipart form's
-fields, a Batch API line's body) to :class:`TranscriptionRequest`, or :class:`InvalidRequest`
-naming the field at fault."""
+fields, a Batch API line's body, a live session's settings, ``/asr``'s query) through the
+request schema (``request_schema.py``), then together against the served models and the
+caller's key, to :class:`TranscriptionRequest`, or :class:`InvalidRequest` naming the field
+at fault."""
 
 from __future__ import annotations
 
@@ -14,16 +16,9 @@ from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.known_speakers import known_speakers
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
-from asrserve.settings.keep_alive import parse_keep_alive
+from asrserve.request_schema import CueForm, RequestForm
 from asrserve.subtitles import LIMITS, CueLimits
 from asrserve.vocabulary import MAX_SPEAKERS, Diarization, Task, TranscriptionOptions
-
-GRANULARITIES = {"word", "segment"}
-MAX_PROMPT_CHARS = 1000
-"""Whisper conditions on at most 223 prompt tokens (half its 448-token context, less one),
-the last ones of a longer prompt; English prose averages about 3.7 characters a token with
-Whisper's tokenizer (names and jargon fewer), so 223 tokens are about 830 characters. A longer
-prompt only costs time: it is tokenized whole (a 64 KiB one made a 3 s clip take 7.8 s)."""
 
 
 @dataclass(frozen=True)
@@ -41,15 +36,6 @@ class TranscriptionRequest:
 Fields = Mapping[str, Sequence[str]]
 
 
-class _Fields:
-    def __init__(self, fields: Fields) -> None:
-        self.fields = fields
-
-    def get(self, name: str) -> str | None:
-        values = self.fields.get(name)
-        return values[-1] if values else None
-
-
 def parse_request(
     fields: Fields,
     catalog: Catalog,
@@ -60,9 +46,10 @@ def parse_request(
     languages: LanguageRule = ANY_LANGUAGE,
 ) -> TranscriptionRequest:
     """Validate transcription options given as fields (each name → its values, as text),
-    within the ``languages`` the caller's key allows. ``shaping``: the request may shape
-    subtitle cues (false for an async job, whose cues are shaped when its transcript is
-    fetched)."""
+    each through the request schema (:class:`asrserve.request_schema.RequestForm`), then
+    together, against the served models and within the ``languages`` the caller's key
+    allows. ``shaping``: the request may shape subtitle cues (false for an async job, whose
+    cues are shaped when its transcript is fetched)."""
     for name, values in fields.items():
         if any(_surrogate(value) for value in values):
             raise InvalidRequest(
@@ -70,49 +57,45 @@ def parse_request(
                 param=name,
                 code="invalid_encoding",
             )
-    given = _Fields(fields)
-    model = catalog.resolve(given.get("model"), languages=languages)
-    fmt = _response_format(given.get("response_format"))
-    diarization = _diarization(fmt, task, given)  # a translation's format before its model
+    form = RequestForm.of(fields)
+    model = catalog.resolve(form.model, languages=languages)
+    fmt = form.response_format
+    diarization = _diarization(form, task, fields)  # a translation's format before its model
     _check_task(task, model)
     openai_params.refuse_unsupported(fields)
-    logprobs = _logprobs(fields, fmt)
-    granularities = _granularities(given)
-    words = "word" in granularities
+    logprobs = _logprobs(form)
+    words = "word" in form.timestamp_granularities
     subtitles = fmt in (ResponseFormat.SRT, ResponseFormat.VTT)
     needs = "response_format srt or vtt" if shaping else _AT_FETCH
-    cues = parse_cue_limits(fields, subtitles and shaping, needs=needs)
+    cues = cue_limits(form, subtitles and shaping, needs=needs)
     if words and fmt is not ResponseFormat.VERBOSE_JSON:
         raise InvalidRequest(
             "timestamp_granularities requires response_format=verbose_json",
             param="timestamp_granularities[]",
         )
-    language = _language(given.get("language"), model, languages, task)
+    language = _language(form.language, model, languages, task)
     options = TranscriptionOptions(
         model=model.id,
         task=task,
         language=language,
         languages=languages.allowed if language is None and model.multilingual else (),
-        prompt=_prompt(given.get("prompt")),
-        temperature=_number(given.get("temperature"), "temperature", 0.0, 1.0, 0.0),
+        prompt=form.prompt or None,
+        temperature=form.temperature,
         # cues are cut at words' times, and words are what speakers are joined to
         word_timestamps=words or subtitles or diarization is not None,
-        beam_size=_beam_size(given.get("beam_size"), model, logprobs=logprobs),
+        beam_size=_beam_size(form.beam_size, model, logprobs=logprobs),
         logprobs=logprobs,
-        chunking=openai_params.chunking(fields),
+        chunking=form.chunking_strategy,
         diarization=diarization,
     )
-    deadline = given.get("deadline_s")
-    deadline_s = None if not deadline else _number(deadline, "deadline_s", 0.001, 7 * 86400, 0)
-    callback_url = parse_callback(given.get("callback_url")) if callback else None
     return TranscriptionRequest(
         options=options,
         response_format=fmt,
         words=words,
-        deadline_s=deadline_s,
-        callback_url=callback_url,
-        stream=_flag(given.get("stream"), "stream"),
-        keep_alive=keep_alive_field(given.get("keep_alive")),
+        deadline_s=form.deadline_s,
+        callback_url=form.callback_url if callback else None,
+        stream=form.stream,
+        keep_alive=form.keep_alive,
         cues=cues,
     )
 
@@ -125,38 +108,34 @@ _AT_FETCH = "to be given when the transcript is fetched (GET /v1/jobs/{id}/trans
 def parse_cue_limits(
     fields: Fields, subtitles: bool, *, needs: str, highlight: bool = True
 ) -> CueLimits | None:
-    """The cue-shaping fields (each name → its values, as text) as :class:`CueLimits`, the
-    defaults for those not given; None when the answer is not subtitles (``subtitles``
-    false), where any shaping field is :class:`InvalidRequest` naming it (it would change
-    nothing), as is ``highlight_words`` where there is no highlighting (``highlight``)."""
-    given = _Fields(fields)
-    present = [name for name in SHAPING if given.get(name)]
+    """The cue-shaping fields (each name → its values, as text) as :class:`CueLimits` (see
+    :func:`cue_limits`)."""
+    return cue_limits(CueForm.of(fields), subtitles, needs=needs, highlight=highlight)
+
+
+def cue_limits(
+    form: CueForm, subtitles: bool, *, needs: str, highlight: bool = True
+) -> CueLimits | None:
+    """The cue limits given, the defaults for those not given; None when the answer is not
+    subtitles (``subtitles`` false), where any shaping field is :class:`InvalidRequest`
+    naming it (it would change nothing), as is ``highlight_words`` where there is no
+    highlighting (``highlight``)."""
+    present = [name for name in SHAPING if name in form.model_fields_set]
     if not subtitles:
         if present:
             message = f"{present[0]} shapes subtitle cues: it needs {needs}"
             raise InvalidRequest(message, param=present[0])
         return None
-    if not highlight and _flag(given.get("highlight_words"), "highlight_words"):
+    if not highlight and form.highlight_words:
         raise InvalidRequest(f"highlight_words needs {needs}", param="highlight_words")
     defaults = CueLimits()
-    words = given.get("max_words_per_cue")
     return CueLimits(
-        max_line_width=_limit(given, "max_line_width", defaults.max_line_width),
-        max_line_count=_limit(given, "max_line_count", defaults.max_line_count),
-        max_words_per_cue=_limit(given, "max_words_per_cue", 0) if words else None,
-        max_cue_seconds=_number(
-            given.get("max_cue_seconds"),
-            "max_cue_seconds",
-            *LIMITS["max_cue_seconds"],
-            defaults.max_cue_seconds,
-        ),
-        highlight_words=_flag(given.get("highlight_words"), "highlight_words"),
+        max_line_width=form.max_line_width or defaults.max_line_width,
+        max_line_count=form.max_line_count or defaults.max_line_count,
+        max_words_per_cue=form.max_words_per_cue,
+        max_cue_seconds=form.max_cue_seconds or defaults.max_cue_seconds,
+        highlight_words=form.highlight_words,
     )
-
-
-def _limit(given: _Fields, name: str, default: int) -> int:
-    low, high = LIMITS[name]
-    return _integer(given.get(name), name, int(low), int(high), default)
 
 
 def parse_callback(value: str | None, param: str = "callback_url") -> str | None:
@@ -175,69 +154,41 @@ def parse_callback(value: str | None, param: str = "callback_url") -> str | None
 def keep_alive_field(value: str | None) -> float | None:
     """Seconds or a duration (``5m``), ``-1`` forever (settings/keep_alive.py); None if
     not given."""
-    if value is None or value == "":
-        return None
-    try:
-        return parse_keep_alive(value)
-    except ValueError as exc:
-        raise InvalidRequest(str(exc), param="keep_alive") from None
+    return RequestForm.of({"keep_alive": [value]} if value is not None else {}).keep_alive
 
 
-def _logprobs(fields: Fields, fmt: ResponseFormat) -> bool:
+def _logprobs(form: RequestForm) -> bool:
     """``include[]=logprobs``: only with ``response_format=json`` (as OpenAI allows it), the
     one format that carries them."""
-    asked = openai_params.logprobs(fields)
-    if asked and fmt is not ResponseFormat.JSON:
+    asked = bool(form.include)
+    if asked and form.response_format is not ResponseFormat.JSON:
         raise InvalidRequest(
             "include[]=logprobs requires response_format=json", param=openai_params.INCLUDE
         )
     return asked
 
 
-def _beam_size(value: str | None, model: ModelInfo, *, logprobs: bool) -> int:
+def _beam_size(beam: int | None, model: ModelInfo, *, logprobs: bool) -> int:
     """The beam; 1 (greedy) with logprobs: CTranslate2 reports each step's distribution for
     a greedy or sampled decode only, so a wider beam cannot give them."""
     if not logprobs:
-        return _integer(value, "beam_size", 1, 20, model.default_beam_size)
-    beam = _integer(value, "beam_size", 1, 20, 1)
-    if beam != 1:
+        return beam or model.default_beam_size
+    if beam not in (None, 1):
         raise InvalidRequest(
             "include[]=logprobs decodes greedily: beam_size must be 1 (or left out)",
             param="beam_size",
         )
-    return beam
+    return 1
 
 
-def _flag(value: str | None, name: str) -> bool:
-    """A boolean form field: ``true``/``false`` (or 1/0); absent or empty is false."""
-    if not value:
-        return False
-    lowered = value.strip().lower()
-    if lowered in ("true", "1"):
-        return True
-    if lowered in ("false", "0"):
-        return False
-    raise InvalidRequest(f"{name} must be true or false", param=name)
-
-
-def _prompt(value: str | None) -> str | None:
-    if value and len(value) > MAX_PROMPT_CHARS:
-        message = (
-            f"prompt is at most {MAX_PROMPT_CHARS} characters (Whisper uses only the last 223"
-            " tokens of a prompt, about 800 characters)"
-        )
-        raise InvalidRequest(message, param="prompt", code="prompt_too_long")
-    return value or None
-
-
-def _diarization(fmt: ResponseFormat, task: Task, given: _Fields) -> Diarization | None:
+def _diarization(form: RequestForm, task: Task, fields: Fields) -> Diarization | None:
     """Speakers, for ``diarized_json`` (a transcription's format only, as OpenAI's), within
     the ``min_speakers`` and ``max_speakers`` hints if given (whisper-asr-webservice's)."""
-    hints = {name: given.get(name) for name in ("min_speakers", "max_speakers")}
-    known = known_speakers(given.fields, fmt is ResponseFormat.DIARIZED_JSON)
-    if fmt is not ResponseFormat.DIARIZED_JSON:
-        for name, value in hints.items():
-            if value is not None:
+    diarized = form.response_format is ResponseFormat.DIARIZED_JSON
+    known = known_speakers(fields, diarized)
+    if not diarized:
+        for name in ("min_speakers", "max_speakers"):
+            if name in form.model_fields_set:
                 raise InvalidRequest(
                     f"{name} is for diarization (response_format=diarized_json)", param=name
                 )
@@ -247,8 +198,7 @@ def _diarization(fmt: ResponseFormat, task: Task, given: _Fields) -> Diarization
             f"response_format=diarized_json is for transcriptions, not a {task.value}",
             param="response_format",
         )
-    low = _integer(hints["min_speakers"], "min_speakers", 1, MAX_SPEAKERS, 1)
-    high = _integer(hints["max_speakers"], "max_speakers", 1, MAX_SPEAKERS, MAX_SPEAKERS)
+    low, high = form.min_speakers or 1, form.max_speakers or MAX_SPEAKERS
     if low > high:
         raise InvalidRequest(
             f"min_speakers ({low}) is more than max_speakers ({high})", param="min_speakers"
@@ -270,28 +220,6 @@ def _check_task(task: Task, model: ModelInfo) -> None:
             param="model",
             code="detection_unsupported",
         )
-
-
-def _response_format(value: str | None) -> ResponseFormat:
-    try:
-        return ResponseFormat(value or "json")
-    except ValueError:
-        allowed = ", ".join(f.value for f in ResponseFormat)
-        raise InvalidRequest(
-            f"response_format must be one of {allowed}", param="response_format"
-        ) from None
-
-
-def _granularities(given: _Fields) -> set[str]:
-    values = set(given.fields.get("timestamp_granularities[]", []))
-    values |= set(given.fields.get("timestamp_granularities", []))
-    unknown = values - GRANULARITIES
-    if unknown:
-        raise InvalidRequest(
-            f"unknown timestamp granularity: {', '.join(sorted(unknown))}",
-            param="timestamp_granularities[]",
-        )
-    return values
 
 
 def _language(value: str | None, model: ModelInfo, rule: LanguageRule, task: Task) -> str | None:
@@ -334,25 +262,6 @@ def _known(value: str) -> str:
             param="language",
         )
     return code
-
-
-def _number(value: str | None, name: str, low: float, high: float, default: float) -> float:
-    if value is None or value == "":
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be a number", param=name) from None
-    if not low <= number <= high:
-        raise InvalidRequest(f"{name} must be between {low:g} and {high:g}", param=name)
-    return number
-
-
-def _integer(value: str | None, name: str, low: int, high: int, default: int) -> int:
-    number = _number(value, name, low, high, default)
-    if not float(number).is_integer():
-        raise InvalidRequest(f"{name} must be a whole number", param=name)
-    return int(number)
 
 
 def _surrogate(text: str) -> bool:

@@ -26,7 +26,8 @@ from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.jobs.models import Job, JobError, JobStatus
-from asrserve.requests import MAX_PROMPT_CHARS, parse_request
+from asrserve.request_schema import MAX_PROMPT_CHARS
+from asrserve.requests import parse_request
 from asrserve.vocabulary import Task
 from tests.support.fakes import transcript
 

@@ -1,116 +1,63 @@
-"""OpenAPI descriptions of the multipart forms (parsed by hand, so FastAPI cannot infer them)."""
+"""OpenAPI descriptions of the multipart forms (read as a stream, so FastAPI cannot infer them):
+the request schema's JSON schema (``request_schema.py``), field by field."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from asrserve.subtitles import LIMITS
+from asrserve.request_schema import CueForm, RequestForm
 
 AUDIO = {
     "type": "string",
     "format": "binary",
     "description": "Audio in any container FFmpeg reads (flac, mp3, m4a, ogg, wav, webm, ...).",
 }
-KEEP_ALIVE = {
-    "type": "string",
-    "description": "How long the model stays loaded after this request: seconds or a duration"
-    " (5m); -1 forever, 0 unloaded once done (Ollama's keep_alive).",
-}
-
-INCLUDE = {
-    "type": "array",
-    "items": {"type": "string", "enum": ["logprobs"]},
-    "description": "logprobs: each text token's log probability (response_format=json only; "
-    "decodes greedily, beam_size 1).",
-}
-CHUNKING = {
-    "description": "How the file is split into speech: 'auto' (the default) or a server_vad "
-    "object (as JSON, or as chunking_strategy[...] fields).",
-    "oneOf": [
-        {"type": "string", "enum": ["auto"]},
-        {
-            "type": "object",
-            "properties": {
-                "type": {"type": "string", "enum": ["server_vad"]},
-                "threshold": {"type": "number", "minimum": 0, "maximum": 1},
-                "silence_duration_ms": {"type": "integer", "minimum": 0, "maximum": 10000},
-                "prefix_padding_ms": {"type": "integer", "minimum": 0, "maximum": 5000},
-            },
-            "required": ["type"],
-        },
-    ],
+_SCHEMA = RequestForm.model_json_schema(by_alias=True)
+_SHAPING = set(CueForm.model_fields)
+# the request's own fields, then those that shape subtitles
+_FORM = dict(sorted(_SCHEMA["properties"].items(), key=lambda item: item[0] in _SHAPING))
+_DIARIZATION = {
+    "min_speakers",
+    "max_speakers",
+    "known_speaker_names[]",
+    "known_speaker_references[]",
 }
 
 
-SHAPING: dict[str, Any] = {
-    **{
-        name: {
-            "type": "integer" if name != "max_cue_seconds" else "number",
-            "minimum": low,
-            "maximum": high,
-            "description": "srt and vtt only: a subtitle limit (README, Subtitles).",
-        }
-        for name, (low, high) in LIMITS.items()
-    },
-    "highlight_words": {"type": "boolean", "description": "srt and vtt only: karaoke cues."},
-}
+def _property(schema: dict[str, Any]) -> dict[str, Any]:
+    """A form field's schema: never null (a field left out is its default), no title."""
+    shown = {key: value for key, value in schema.items() if key not in ("title", "default")}
+    ref = shown.pop("$ref", None)  # an enum, defined once in the model's schema
+    if ref is not None:
+        shown = _SCHEMA["$defs"][ref.rsplit("/", 1)[-1]] | shown
+        shown.pop("title", None)
+    variants = [v for v in shown.pop("anyOf", []) if v.get("type") != "null"]
+    if len(variants) == 1:
+        shown = variants[0] | shown
+    elif variants:
+        shown["anyOf"] = variants
+    if schema.get("default") not in (None, [], False):
+        shown["default"] = schema["default"]
+    return shown
+
+
+def _fields(leave_out: set[str]) -> dict[str, Any]:
+    return {name: _property(schema) for name, schema in _FORM.items() if name not in leave_out}
 
 
 def transcription_form(*, sync: bool) -> dict[str, Any]:
-    properties: dict[str, Any] = {
-        "file": AUDIO,
-        "model": {"type": "string", "description": "The served model id or 'whisper-1'."},
-        "language": {"type": "string", "description": "ISO-639-1 code."},
-        "prompt": {"type": "string"},
-        "response_format": {
-            "type": "string",
-            "enum": ["json", "text", "srt", "verbose_json", "vtt"],
-        },
-        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
-        "timestamp_granularities[]": {
-            "type": "array",
-            "items": {"type": "string", "enum": ["word", "segment"]},
-        },
-        "beam_size": {"type": "integer", "minimum": 1, "maximum": 20},
-        "include[]": INCLUDE,
-        "chunking_strategy": CHUNKING,
-        "deadline_s": {
-            "type": "number",
-            "description": "Drop the work (504) if no device "
-            "has started it within this many seconds.",
-        },
-        "keep_alive": KEEP_ALIVE,
-    }
-    if sync:
-        properties |= SHAPING
-    else:
-        properties["callback_url"] = {
-            "type": "string",
-            "format": "uri",
-            "description": "POSTed the job JSON when it finishes.",
-        }
-    return _form(properties, "file")
+    """The request schema's fields (``request_schema.py``): a synchronous request's may
+    shape subtitles or stream; an async job's may name a webhook."""
+    leave_out = {"callback_url"} if sync else {*_SHAPING, "stream"}
+    return _form({"file": AUDIO, **_fields(leave_out)}, "file")
 
 
 def translation_form() -> dict[str, Any]:
-    """OpenAI's translation form: no ``language`` (the speech is detected), English out."""
-    properties: dict[str, Any] = {
-        "file": AUDIO,
-        "model": {
-            "type": "string",
-            "description": "A multilingual served model, or 'whisper-1' if the default is one.",
-        },
-        "prompt": {"type": "string", "description": "In English."},
-        "response_format": {
-            "type": "string",
-            "enum": ["json", "text", "srt", "verbose_json", "vtt"],
-        },
-        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
-        "keep_alive": KEEP_ALIVE,
-        "include[]": INCLUDE,
-        "chunking_strategy": CHUNKING,
-    }
-    return _form(properties, "file")
+    """A transcription's fields but those of diarization (a transcription's alone) and of
+    jobs: English out."""
+    properties = _fields({"callback_url", *_DIARIZATION})
+    properties["prompt"] = properties["prompt"] | {"description": "In English."}
+    return _form({"file": AUDIO, **properties}, "file")
 
 
 def audio_file_form() -> dict[str, Any]:
