@@ -23,7 +23,6 @@ CHUNKING = "chunking_strategy"
 # request that names one is refused with that name (never answered as if it were not asked).
 UNSUPPORTED = {
     "keywords": "Whisper is not given keyword lists here; use prompt",
-    "languages": "give one language, or none to detect it",
 }
 
 

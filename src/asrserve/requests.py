@@ -58,7 +58,8 @@ def parse_request(
                 code="invalid_encoding",
             )
     form = RequestForm.of(fields)
-    model = catalog.resolve(form.model, languages=languages)
+    rule = _narrowed(languages, form)
+    model = catalog.resolve(form.model, languages=rule)  # omitted: one that speaks them
     fmt = form.response_format
     diarization = _diarization(form, task, fields)  # a translation's format before its model
     _check_task(task, model)
@@ -73,12 +74,13 @@ def parse_request(
             "timestamp_granularities requires response_format=verbose_json",
             param="timestamp_granularities[]",
         )
-    language = _language(form.language, model, languages, task)
+    whose = "this request's languages[]" if form.languages else "this API key"
+    language = _language(form.language, model, rule, task, whose)
     options = TranscriptionOptions(
         model=model.id,
         task=task,
         language=language,
-        languages=languages.allowed if language is None and model.multilingual else (),
+        languages=rule.allowed if language is None and model.multilingual else (),
         prompt=form.prompt or None,
         temperature=form.temperature,
         # cues are cut at words' times, and words are what speakers are joined to
@@ -222,9 +224,11 @@ def _check_task(task: Task, model: ModelInfo) -> None:
         )
 
 
-def _language(value: str | None, model: ModelInfo, rule: LanguageRule, task: Task) -> str | None:
+def _language(
+    value: str | None, model: ModelInfo, rule: LanguageRule, task: Task, whose: str
+) -> str | None:
     """The request's language: the one given, else the key's default (or its only language);
-    None: detected (among the key's languages, if it has a list)."""
+    None: detected (among the ``rule``'s languages, if it has a list: ``whose``)."""
     code = _known(value) if value else None
     if code is not None and not rule.permits(code):
         raise InvalidRequest(
@@ -235,7 +239,7 @@ def _language(value: str | None, model: ModelInfo, rule: LanguageRule, task: Tas
         )
     if not model.multilingual and not rule.permits("en"):
         raise InvalidRequest(
-            f"model '{model.id}' transcribes English only, and this API key allows only"
+            f"model '{model.id}' transcribes English only, and {whose} allows only"
             f" {', '.join(rule.allowed)}: name a multilingual model",
             param="model",
             code="unsupported_language",
@@ -252,14 +256,34 @@ def _language(value: str | None, model: ModelInfo, rule: LanguageRule, task: Tas
     return code
 
 
-def _known(value: str) -> str:
+def _narrowed(rule: LanguageRule, form: RequestForm) -> LanguageRule:
+    """The key's languages narrowed to the request's ``languages[]`` (OpenAI's): the speech
+    is detected among these only (one: it is that language)."""
+    if not form.languages:
+        return rule
+    param = "languages[]"
+    if form.language:
+        raise InvalidRequest("give language or languages[], not both", param=param)
+    codes = tuple(dict.fromkeys(_known(code, param) for code in form.languages))
+    refused = [code for code in codes if not rule.permits(code)]
+    if refused:
+        raise InvalidRequest(
+            f"language '{refused[0]}' is not allowed for this API key: it allows only"
+            f" {', '.join(rule.allowed)}",
+            param=param,
+            code="language_not_allowed",
+        )
+    return LanguageRule(codes)
+
+
+def _known(value: str, param: str = "language") -> str:
     from faster_whisper.tokenizer import _LANGUAGE_CODES  # Whisper's languages (pinned)
 
     code = value.strip().lower()
     if code not in _LANGUAGE_CODES:
         raise InvalidRequest(
             f"unknown language {value[:20]!r}: use an ISO-639-1 code such as 'en'",
-            param="language",
+            param=param,
         )
     return code
 

@@ -87,6 +87,39 @@ def test_a_request_outside_the_key_languages_is_refused_naming_them() -> None:
     assert (allowed.language, allowed.languages) == ("fr", ())
 
 
+def test_a_request_languages_narrow_detection_within_the_key_languages() -> None:
+    """OpenAI's ``languages[]``: detected among the request's list, as among a key's; one
+    language is that language; the key's list still bounds it; never with ``language``."""
+
+    def options(fields: dict[str, list[str]], rule: LanguageRule) -> TranscriptionOptions:
+        return parse_request(fields, SERVED, languages=rule).options
+
+    among = options({"languages[]": ["FR", "de", "fr"]}, ANY_LANGUAGE)
+    assert (among.language, among.languages) == (None, ("fr", "de"))
+    with_default = LanguageRule(("de", "fr"), "de")  # the request's list overrides the default
+    assert options({"languages": ["fr", "de"]}, with_default).languages == ("fr", "de")
+    assert options({"languages[]": ["fr"]}, with_default).language == "fr"
+    english = options({"model": ["tiny.en"], "languages[]": ["en"]}, ANY_LANGUAGE)
+    assert (english.language, english.languages) == ("en", ())
+    cases = {
+        ("languages[]", "it"): (GERMAN_FRENCH, "language_not_allowed"),
+        ("languages[]", "xx"): (ANY_LANGUAGE, None),
+    }
+    for (param, value), (rule, expected) in cases.items():
+        error = refusal({param: ["de", value]}, rule)
+        assert (error.param, error.code) == ("languages[]", expected), error.message
+    both = refusal({"languages[]": ["de"], "language": ["de"]}, ANY_LANGUAGE)
+    assert (both.param, both.message) == ("languages[]", "give language or languages[], not both")
+    english_only = refusal({"model": ["tiny.en"], "languages[]": ["de"]}, ANY_LANGUAGE)
+    assert (english_only.param, english_only.code) == ("model", "unsupported_language")
+    assert "this request's languages[] allows only de" in english_only.message
+    english_first = Catalog.of([ENGLISH, BASE])  # an omitted model: one that speaks them
+    german = parse_request({"languages[]": ["de"]}, english_first).options
+    assert (german.model, german.language) == ("base", "de")
+    many = refusal({"languages[]": ["de"] * 21}, ANY_LANGUAGE)
+    assert (many.param, many.message) == ("languages[]", "languages[] takes at most 20 values")
+
+
 def test_no_language_is_the_default_the_only_one_or_detected_among_the_list() -> None:
     def options(rule: LanguageRule, task: Task = Task.TRANSCRIBE) -> TranscriptionOptions:
         return parse_request({}, SERVED, languages=rule, task=task).options
@@ -128,6 +161,10 @@ def test_batch_lines_are_checked_against_the_owners_languages() -> None:
         parse_input(io.BytesIO(data), SERVED, 10, 1024, languages=GERMAN_FRENCH)
     (error,) = caught.value.errors
     assert (error.line, error.code, error.param) == (2, "language_not_allowed", "body.language")
+    among = {"file": "f", "languages": ["de", "fr"]}
+    line = {"custom_id": "c", "method": "POST", "url": "/v1/audio/transcriptions", "body": among}
+    (parsed,) = parse_input(io.BytesIO(json.dumps(line).encode()), SERVED, 10, 1024)
+    assert parsed.request.options.languages == ("de", "fr")
     assert "de, fr" in error.message
 
 

@@ -55,7 +55,7 @@ def transcription_form(*, sync: bool) -> dict[str, Any]:
 def translation_form() -> dict[str, Any]:
     """A transcription's fields but those of diarization (a transcription's alone) and of
     jobs: English out."""
-    properties = _fields({"callback_url", *_DIARIZATION})
+    properties = _fields({"callback_url", "languages[]", *_DIARIZATION})
     properties["prompt"] = properties["prompt"] | {"description": "In English."}
     return _form({"file": AUDIO, **properties}, "file")
 
