@@ -30,7 +30,7 @@ from asrserve.auth.keys import DeviceUsage
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.errors import QueueFull, TooLarge
 from asrserve.jobs.models import Job
-from asrserve.settings import Settings
+from asrserve.settings.admission import AdmissionSettings
 from asrserve.vocabulary import Priority
 
 FALLBACK_THROUGHPUT = 10.0  # audio s per s, until a batch has been measured
@@ -97,7 +97,7 @@ def tally(jobs: Iterable[Job]) -> tuple[dict[Priority, Backlog], Held]:
 
 
 class Admission(ABC):
-    def __init__(self, settings: Settings, registry: WorkerRegistry) -> None:
+    def __init__(self, settings: AdmissionSettings, registry: WorkerRegistry) -> None:
         self._settings = settings
         self._registry = registry
         # measured audio seconds per second at full load, and device seconds per audio

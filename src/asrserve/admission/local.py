@@ -5,12 +5,12 @@ from __future__ import annotations
 from asrserve.admission.base import Admission, Backlog, Held
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.jobs.models import Job
-from asrserve.settings import Settings
+from asrserve.settings.admission import AdmissionSettings
 from asrserve.vocabulary import Priority
 
 
 class LocalAdmission(Admission):
-    def __init__(self, settings: Settings, registry: WorkerRegistry) -> None:
+    def __init__(self, settings: AdmissionSettings, registry: WorkerRegistry) -> None:
         super().__init__(settings, registry)
         self._backlog = {priority: Backlog() for priority in Priority}
         self._held: Held = {}

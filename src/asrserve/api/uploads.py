@@ -49,7 +49,7 @@ from asrserve.errors import (
     Unavailable,
 )
 from asrserve.known_speakers import MAX_KNOWN, MAX_REFERENCE_BYTES, REFERENCES
-from asrserve.settings import Settings
+from asrserve.settings.limits import LimitsSettings
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class UploadLimits:
     min_free_bytes: int = DISK_RESERVE_BYTES
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> UploadLimits:
+    def from_settings(cls, settings: LimitsSettings) -> UploadLimits:
         share = settings.max_uploads_per_key or max(1, settings.max_concurrent_uploads // 4)
         return cls(
             max_concurrent=settings.max_concurrent_uploads,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asrserve.auth.keys import DuplicateName, KeyStore, hash_secret, key_for
-from asrserve.settings import Settings
+from asrserve.settings.access import AccessSettings
 
 
 class RevokedEnvKey(Exception):
@@ -44,7 +44,7 @@ MIN_SECRET = 32  # characters: as hard to guess as the keys ``keys create`` make
 ENV_NAMES = {"env": "ASRSERVE_API_KEY", "env-admin": "ASRSERVE_ADMIN_API_KEY"}
 
 
-def env_keys(settings: Settings) -> list[EnvKey]:
+def env_keys(settings: AccessSettings) -> list[EnvKey]:
     """The keys the settings give, each from its file if one is named, else from its value."""
     wanted = [
         ("env", _secret(settings.api_key_file, settings.api_key), False),

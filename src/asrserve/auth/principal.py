@@ -8,7 +8,7 @@ from typing import Protocol, TypeVar
 from asrserve.auth.keys import ApiKey
 from asrserve.errors import NotFound
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
-from asrserve.settings import Settings
+from asrserve.settings.admission import AdmissionSettings
 
 
 class Owned(Protocol):
@@ -51,7 +51,7 @@ class Principal:
         return item
 
     @classmethod
-    def of(cls, key: ApiKey, settings: Settings) -> Principal:
+    def of(cls, key: ApiKey, settings: AdmissionSettings) -> Principal:
         """A key's principal, with the server's defaults where the key sets no limit."""
         rpm = settings.rate_limit_rpm if key.rate_limit_rpm is None else key.rate_limit_rpm
         quota = key.audio_minutes_per_day

@@ -19,7 +19,7 @@ from typing import Any
 
 from asrserve.batcher.stats import BatchRecord
 from asrserve.jobs.models import Job
-from asrserve.settings import Settings
+from asrserve.settings.storage import StorageSettings
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class TrafficRecorder:
         self._failed = False
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> TrafficRecorder | None:
+    def from_settings(cls, settings: StorageSettings) -> TrafficRecorder | None:
         """The recorder the settings ask for (``record_traffic``), or None."""
         if not settings.record_traffic:
             return None

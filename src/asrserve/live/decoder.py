@@ -12,7 +12,7 @@ import numpy as np
 from asrserve.audio.features import window_frames
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, ChunkInput, Engine, RawSegment
-from asrserve.settings import Settings
+from asrserve.settings.engine import EngineSettings
 from asrserve.vocabulary import TranscriptionOptions
 
 # Scheduler classes ahead of interactive requests (0); live audio never becomes a job. A
@@ -22,7 +22,7 @@ INTERIM_PRIORITY = -1
 
 
 class LiveDecoder:
-    def __init__(self, scheduler: Scheduler, settings: Settings) -> None:
+    def __init__(self, scheduler: Scheduler, settings: EngineSettings) -> None:
         self._scheduler = scheduler
         self._settings = settings
 

@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from asrserve.live.decoder import LiveDecoder
 from asrserve.live.errors import LiveUnavailable
 from asrserve.live.session import LiveLimits, LiveSession, SessionConfig
-from asrserve.settings import Settings
+from asrserve.settings.live import LiveSettings
 
 Charge = Callable[[float], Awaitable[None]]
 
@@ -35,7 +35,7 @@ class Live(ABC):
 
 
 class LiveSessions(Live):
-    def __init__(self, decoder: LiveDecoder, settings: Settings) -> None:
+    def __init__(self, decoder: LiveDecoder, settings: LiveSettings) -> None:
         self.decoder = decoder
         self._settings = settings
         self._limits = LiveLimits(

@@ -26,7 +26,7 @@ from asrserve.jobs.models import Job, WebhookStatus
 from asrserve.jobs.store import JobStore
 from asrserve.service.fairness import round_robin
 from asrserve.service.signing import Signer
-from asrserve.settings import Settings
+from asrserve.settings.webhooks import WebhookSettings
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ class WebhookSender:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: WebhookSettings,
         sources: Sequence[WebhookSource],
         signer: Signer,
         client: httpx.AsyncClient | None = None,
