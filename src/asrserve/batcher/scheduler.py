@@ -6,8 +6,10 @@ items form it, and holds offline work off while online work is recent. Every ser
 a replica on every device, so an idle device takes the next batch of whichever model has
 work, by the same rules; a batch never mixes models (the model is part of a batch's key).
 
-Inference runs in each device's own single thread, off the event loop; the event loop only
-moves futures.
+The scheduler decides (which items form a batch, for which idle device, and what a finished
+batch means for the queue, the shares and the cost model); ``executor.BatchExecutor`` runs
+a batch, in each device's own single thread, off the event loop; the event loop only moves
+futures.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ import numpy as np
 from asrserve.batcher.clock import Clock, MonotonicClock
 from asrserve.batcher.cost import MeasuredCost
 from asrserve.batcher.curve import CostCurves
-from asrserve.batcher.device import Device, RunTimeout, on_loaded
+from asrserve.batcher.device import Device
+from asrserve.batcher.executor import BatchExecutor
 from asrserve.batcher.policies import PolicyConfig, get_policy
 from asrserve.batcher.policies.fill import FILL_SHARE, RIDE_SHARE, ArrivalRate, Load
 from asrserve.batcher.residency import Residency
 from asrserve.batcher.shares import NOBODY, DeviceShares
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
 from asrserve.batcher.work import WorkItem
-from asrserve.batcher.yielding import Paused, Wanted
+from asrserve.batcher.yielding import Paused
 from asrserve.engine.base import (
     FRAMES_PER_SECOND,
     ChunkInput,
@@ -122,6 +125,10 @@ class Scheduler:
         self.cost = MeasuredCost()  # of transcription batches, fitted as they run
         self.curves = CostCurves(config.max_batch_size)  # batch sizes that pay, by window
         self.shares = DeviceShares()  # each tenant's recent device time: fair queueing
+        # runs what this decides: on a device's thread, within the hang bound
+        self.executor = BatchExecutor(
+            self.clock, self.run_timeout, lambda: self._pending, self._recent
+        )
         idle = config.model_idle if config.model_idle > 0 else FOREVER
         # which models stay loaded (keep_alive), and an operator's load and unload
         self.residency = Residency(
@@ -330,19 +337,7 @@ class Scheduler:
         model = device.model_id(batch[0].options.model)
         device.last_used[model] = started
         device.running = model
-        try:
-            if batch[0].chunk is None:
-                audio, options = batch[0].audio, batch[0].options
-                assert audio is not None
-                timeout = self.run_timeout(batch)
-                engine = device.engine_for(options.model)
-                run = on_loaded(engine, engine.transcribe)
-                outputs: list[Any] = [await device.run(self.clock, timeout, run, audio, options)]
-            else:
-                outputs = await self._run_chunks(device, batch)
-        except Exception as exc:  # one bad batch must not stop the device loop
-            log.exception("batch of %d failed on %s", len(batch), device.name)
-            outputs = [exc] * len(batch)
+        outputs = await self.executor.run(device, batch)
         finished = self.clock.now()
         device.last_used[model], device.running = finished, None
         self.residency.changed.set()  # its idle time counts from now
@@ -420,45 +415,6 @@ class Scheduler:
         if self.policy.is_online(batch[0]):
             self.stats.riders += sum(not self.policy.is_online(item) for item in batch)
 
-    async def _run_chunks(self, device: Device, batch: list[WorkItem]) -> list[Any]:
-        chunks = [item.chunk for item in batch if item.chunk is not None]
-        options, timeout = batch[0].options, self.run_timeout(batch)
-        if options.task is Task.EMBED:
-            banks = np.stack([chunk.features.T for chunk in chunks])
-            return list(await device.run(self.clock, timeout, device.speakers.embed, banks))
-        engine = device.engine_for(options.model)
-        if options.task is Task.DETECT:
-            detect = on_loaded(engine, engine.detect_language)
-            features = [chunk.features for chunk in chunks]
-            among = options.languages
-            return list(await device.run(self.clock, timeout, detect, features, among))
-        run = on_loaded(engine, engine.transcribe_batch)
-        loop = asyncio.get_running_loop()
-        pause = Wanted(batch, lambda: self._pending, self._recent, self.clock.now)
-
-        def settled(index: int, segments: list[Any]) -> None:
-            # a chunk final while the others of its batch are decoded again: its caller
-            # need not wait for them
-            loop.call_soon_threadsafe(_resolve, batch[index].future, segments)
-
-        try:
-            outputs = await device.run(self.clock, timeout, run, chunks, options, settled, pause)
-            return pause.outputs(outputs)
-        except RunTimeout:
-            raise  # running its chunks again one by one would hang the device again
-        except Exception:
-            if len(batch) == 1:
-                raise
-        # Isolate the chunk that broke the batch: the others still get their results.
-        results: list[Any] = []
-        for item, chunk in zip(batch, chunks, strict=True):
-            try:
-                alone = self.run_timeout([item])
-                results.extend(await device.run(self.clock, alone, run, [chunk], options))
-            except Exception as exc:
-                results.append(exc)
-        return results
-
     def run_timeout(self, batch: Sequence[WorkItem]) -> float:
         """How long ``batch`` may run before it counts as hung: ``run_timeout_factor`` times
         what the measured speed (audio seconds per busy device second) predicts, and at
@@ -495,8 +451,3 @@ class Scheduler:
 def _clip(bank: np.ndarray) -> ChunkInput:
     """A speaker clip as a work item's input: its frames are its window (its batch key)."""
     return ChunkInput(features=bank.T, offset=0.0, duration=len(bank) / FRAMES_PER_SECOND)
-
-
-def _resolve(future: asyncio.Future[Any], result: Any) -> None:
-    if not future.done():
-        future.set_result(result)
