@@ -42,16 +42,7 @@ async def create_job(
         languages=principal.languages,
         shaping=False,
     )
-    job = await service.submit(
-        job_id,
-        upload,
-        parsed.options,
-        Priority.ASYNC,
-        parsed.callback_url,
-        parsed.deadline_s,
-        principal=principal,
-        keep_alive=parsed.keep_alive,
-    )
+    job = await service.submit(job_id, upload, parsed, Priority.ASYNC, principal)
     return JSONResponse(job_view(job), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
 

@@ -28,7 +28,7 @@ from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus
 from asrserve.service.fairness import round_robin
 from asrserve.service.files import FileNotFound, Files
-from asrserve.service.jobs import Service
+from asrserve.service.jobs import Service, new_job
 from asrserve.vocabulary import Priority
 from asrserve.waiting import wait_event
 
@@ -212,20 +212,17 @@ class BatchRunner:
             if isinstance(duration, AsrError):
                 items.append(item.model_copy(update={"error": JobError.of(duration)}))
                 continue
-            job = Job(
-                id=job_id_for(batch.id, request.line),
-                priority=Priority.OFFLINE,
-                options=request.request.options,
+            job = new_job(
+                job_id_for(batch.id, request.line),
+                request.request,
+                Priority.OFFLINE,
                 filename=record.filename,
-                audio_path=str(path),
                 audio_bytes=record.bytes,
-                audio_duration=duration,
-                admitted_s=duration or 0.0,
-                batch_id=batch.id,
-                owns_audio=False,
+                duration=duration,
                 owner=batch.owner,
-                keep_alive=request.request.keep_alive,
-                keep_alive_floor=batch.owner is not None,  # a key's batch: as a tenant's
+                tenant=batch.owner is not None,  # a key's batch: as a tenant's
+                audio_path=str(path),
+                batch_id=batch.id,
             )
             jobs.append(job)
             items.append(item.model_copy(update={"job_id": job.id}))

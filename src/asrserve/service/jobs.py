@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import time
@@ -31,7 +32,7 @@ from asrserve.service.files import ReceivedFile
 from asrserve.service.references import probe_references
 from asrserve.service.signing import Signer
 from asrserve.settings import MIB, Settings
-from asrserve.vocabulary import Priority, TranscriptionOptions
+from asrserve.vocabulary import Priority
 from asrserve.waiting import wait_event
 
 log = logging.getLogger(__name__)
@@ -61,15 +62,13 @@ class Service:
         self,
         job_id: str,
         upload: ReceivedFile,
-        options: TranscriptionOptions,
+        request: TranscriptionRequest,
         priority: Priority,
-        callback_url: str | None = None,
-        deadline_s: float | None = None,
         principal: Principal = OPEN,
-        keep_alive: float | None = None,
     ) -> Job:
         """Validate the stored upload, admit it (queue limits, the caller's quota), then
         record and enqueue the job (durable on return)."""
+        options, callback_url = request.options, request.callback_url
         if upload.path is None:
             raise InvalidRequest("a 'file' part with the audio is required", param="file")
         if upload.size == 0:
@@ -88,19 +87,15 @@ class Service:
         except BaseException:
             upload.remove()
             raise
-        job = Job(
-            id=job_id,
-            priority=priority,
-            options=options,
+        job = new_job(
+            job_id,
+            request,
+            priority,
             filename=upload.filename,
             audio_bytes=upload.size,
-            audio_duration=duration,
-            admitted_s=duration or 0.0,
-            callback_url=callback_url,
-            deadline_at=None if deadline_s is None else time.time() + deadline_s,
+            duration=duration,
             owner=principal.owner,
-            keep_alive=keep_alive,
-            keep_alive_floor=not principal.admin,
+            tenant=not principal.admin,
         )
         try:
             job = job.model_copy(
@@ -148,15 +143,8 @@ class Service:
         """A synchronous request's job, submitted at interactive priority, and the deadline
         it has: its own ``deadline_s`` within ``ASRSERVE_SYNC_TIMEOUT_S``."""
         timeout = min(request.deadline_s or math.inf, self.settings.sync_timeout_s)
-        job = await self.submit(
-            job_id,
-            upload,
-            request.options,
-            Priority.INTERACTIVE,
-            deadline_s=timeout,
-            principal=principal,
-            keep_alive=request.keep_alive,
-        )
+        bounded = dataclasses.replace(request, deadline_s=timeout)
+        job = await self.submit(job_id, upload, bounded, Priority.INTERACTIVE, principal)
         return job, timeout
 
     async def finished_within(self, job: Job, timeout: float) -> Job:
@@ -284,3 +272,40 @@ def check_callback(url: str, settings: Settings, param: str = "callback_url") ->
         raise InvalidRequest(message, param=param, code="invalid_callback_url") from None
     except BlockedUrl as exc:
         raise InvalidRequest(str(exc), param=param, code="callback_not_allowed") from None
+
+
+def new_job(
+    job_id: str,
+    request: TranscriptionRequest,
+    priority: Priority,
+    *,
+    filename: str,
+    audio_bytes: int,
+    duration: float | None,
+    owner: str | None,
+    tenant: bool,
+    audio_path: str = "",
+    batch_id: str | None = None,
+) -> Job:
+    """A job for one transcription request, as every way in records it: the request's
+    options, webhook, deadline (from now) and keep_alive, and the admitted audio seconds.
+    ``tenant``: its keep_alive may not pin a model past the default (an admin's may); a
+    Batch API line's job (``batch_id``) reads its stored file's audio and never deletes it."""
+    deadline_s = request.deadline_s
+    return Job(
+        id=job_id,
+        priority=priority,
+        options=request.options,
+        filename=filename,
+        audio_path=audio_path,
+        audio_bytes=audio_bytes,
+        audio_duration=duration,
+        admitted_s=duration or 0.0,
+        callback_url=request.callback_url,
+        deadline_at=None if deadline_s is None else time.time() + deadline_s,
+        batch_id=batch_id,
+        owns_audio=batch_id is None,
+        owner=owner,
+        keep_alive=request.keep_alive,
+        keep_alive_floor=tenant,
+    )
