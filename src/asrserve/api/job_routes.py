@@ -17,9 +17,8 @@ from asrserve.api.schemas import job_view, page_body
 from asrserve.api.streams import KEEPALIVE_S, event_stream, job_events
 from asrserve.api.uploads import upload_key
 from asrserve.auth.principal import Principal
-from asrserve.errors import NotFound, shown
 from asrserve.formats import ResponseFormat
-from asrserve.jobs.models import Job, JobStatus
+from asrserve.jobs.models import JobStatus
 from asrserve.requests import Fields, parse_cue_limits
 from asrserve.vocabulary import Priority
 
@@ -54,9 +53,7 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     after: str | None = None,
 ) -> dict[str, Any]:
-    jobs = await ctx.service.store.page(
-        status=status, limit=limit + 1, after=after, owner=principal.scope
-    )
+    jobs = await ctx.service.jobs(principal.scope, status=status, limit=limit + 1, after=after)
     return page_body([job_view(job) for job in jobs], limit)
 
 
@@ -70,11 +67,11 @@ async def get_job(
 ) -> dict[str, Any]:
     """``?wait=N`` long-polls: answers as soon as the job finishes, or after N s."""
     service = ctx.service
-    job = _found(await service.store.get(job_id), job_id, principal)
+    job = await service.job(job_id, principal)
     timeout = min(wait, service.settings.max_wait_param_s)
     if timeout and not job.status.finished:
         with ctx.waits.slot(upload_key(request)):
-            job = _found(await service.wait(job_id, timeout), job_id, principal)
+            job = await service.job(job_id, principal, wait=timeout)
     return job_view(job)
 
 
@@ -84,7 +81,7 @@ async def follow_job(job_id: str, ctx: Ctx, principal: Caller, request: Request)
     segment whose text is final, in order) and ``done`` (the finished job); the stream ends
     with the job, or after ``events_stream_s`` (a client reconnects to go on)."""
     service = ctx.service
-    _found(await service.store.get(job_id), job_id, principal)
+    await service.job(job_id, principal)
     give_back = ctx.waits.take(upload_key(request))
     jobs = service.follow(job_id, service.settings.events_stream_s, KEEPALIVE_S)
     return event_stream(job_events(jobs), {}, give_back)
@@ -102,7 +99,7 @@ async def get_transcript(
     say (from word timestamps if the job has them: submitted as srt or vtt)."""
     subtitles = format in (ResponseFormat.SRT, ResponseFormat.VTT)
     cues = parse_cue_limits(shaping, subtitles, needs="format srt or vtt")
-    job = _found(await ctx.service.store.get(job_id), job_id, principal)
+    job = await ctx.service.job(job_id, principal)
     words = job.options.word_timestamps
     return await transcript_response(ctx.renders, job, format, words=words, cues=cues)
 
@@ -110,11 +107,4 @@ async def get_transcript(
 @router.delete("/{job_id}")
 async def cancel_job(job_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Cancel a queued or running job; a finished job is returned unchanged."""
-    _found(await ctx.service.store.get(job_id), job_id, principal)
-    return job_view(_found(await ctx.service.cancel(job_id), job_id, principal))
-
-
-def _found(job: Job | None, job_id: str, principal: Principal) -> Job:
-    """The job if the caller may see it; :class:`NotFound` otherwise, as if it did not exist."""
-    missing = NotFound(f"no job '{shown(job_id)}'", param="job_id", code="job_not_found")
-    return principal.visible(job, missing)
+    return job_view(await ctx.service.cancel_visible(job_id, principal))

@@ -20,7 +20,7 @@ from asrserve.auth.keys import KeyStore
 from asrserve.auth.principal import OPEN, Principal
 from asrserve.backends.backend import Backend
 from asrserve.batcher.recording import TrafficRecorder
-from asrserve.errors import DeadlineExceeded, InvalidRequest
+from asrserve.errors import DeadlineExceeded, InvalidRequest, NotFound, shown
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, JobStatus, new_job_id
 from asrserve.jobs.store import JobStore
@@ -198,6 +198,28 @@ class Service:
         seconds = sum(job.admitted_s for job in jobs)
         await self.admission.added(Priority.OFFLINE, seconds, count=len(jobs), owner=owner)
 
+    async def job(self, job_id: str, principal: Principal, wait: float = 0.0) -> Job:
+        """The job if ``principal`` may see it (with ``wait``: once it has finished, or as
+        it stands ``wait`` seconds on); ``job_not_found`` otherwise, as if it did not exist."""
+        job = await (self.wait(job_id, wait) if wait else self.store.get(job_id))
+        return principal.visible(job, job_not_found(job_id))
+
+    async def jobs(
+        self,
+        owner: str | None,
+        *,
+        limit: int,
+        status: JobStatus | None = None,
+        after: str | None = None,
+    ) -> list[Job]:
+        """A page of ``owner``'s jobs (None: everyone's), newest first, after the job ``after``."""
+        return await self.store.page(status=status, limit=limit, after=after, owner=owner)
+
+    async def cancel_visible(self, job_id: str, principal: Principal) -> Job:
+        """Cancel a job ``principal`` may see that has not finished; the job as it stands."""
+        await self.job(job_id, principal)
+        return principal.visible(await self.cancel(job_id), job_not_found(job_id))
+
     async def wait(self, job_id: str, timeout: float) -> Job | None:
         """The job once finished, or as it stands when ``timeout`` passes."""
         return await self.wait_until(
@@ -259,6 +281,10 @@ class Service:
             await self.admission.finished(job)
             self.events.cancelled(job.id)
         return len(cancelled)
+
+
+def job_not_found(job_id: str) -> NotFound:
+    return NotFound(f"no job '{shown(job_id)}'", param="job_id", code="job_not_found")
 
 
 def check_callback(url: str, settings: Settings, param: str = "callback_url") -> None:
