@@ -191,15 +191,22 @@ def test_translation_no_worse(
     served: Served, own: Own, real: list[LanguageClip], language_corpus: list[LanguageClip]
 ) -> None:
     """Into English, over the recorded prompts and over the synthetic sentences: the served
-    path falls back on no more clips than faster-whisper, and over the clips both decode at
-    temperature 0 its WER is within 0.02 of faster-whisper's.
+    path keeps a sampled text on no more clips than faster-whisper's fallback runs on, and
+    over the clips neither side samples its WER is within 0.02 of faster-whisper's.
 
-    A clip whose decode falls back is a draw from the fallback's samples: faster-whisper
-    alone, seeded six ways, translates the synthetic sentences at 0.79 to 0.86 WER
-    (docs/benchmarks.md), a spread no margin of a few words holds. Those clips are held to
-    no loop (the next test), not to a WER. Which clips fall back is not the same on both
-    sides (the served path cuts the audio at VAD's pauses and decodes in batches), so only
-    their number is compared."""
+    What this compares, and what it cannot: a served segment reports the temperature of the
+    text it kept, while faster-whisper reports its last temperature when every try failed,
+    though it keeps the try with the best log probability (the greedy one, often). So
+    ``sampled`` is "kept a draw" on the served side and "the fallback ran" on faster-
+    whisper's: on the synthetic sentences its fallback ran on clips 1, 2, 11, 13, 14 and 15
+    and kept a draw on 2, 13 and 14 (one run, a /tmp script), where the served path kept
+    draws on 2 and 12. Neither "kept a draw" nor a draw's words are the same from run to
+    run, and which clips fall back differs between the sides for a reason of their own (the
+    served path cuts at VAD's pauses: clip 12's windows are 0-2 s and 2.44-4.44 s, faster-
+    whisper's 0-2 s and 2.6-4.6 s, and only the served greedy decode fails its log
+    probability), so neither a clip-by-clip match nor a WER over sampled clips can be held
+    here; a regression that moves the fallback onto other clips without adding any is not
+    seen by this test. Sampled clips are held to no loop (the next test)."""
     english = {
         "recorded": [clip.english for clip in real],
         "synthetic": [clip.english for clip in language_corpus],
@@ -212,14 +219,12 @@ def test_translation_no_worse(
     for name, refs in english.items():
         drawn = [i for i, t in enumerate(mine[name]) if t.sampled]
         reference_drawn = [i for i, t in enumerate(theirs[name]) if t.sampled]
+        print(f"{name}: kept a draw on {drawn}, faster-whisper's fallback ran on {reference_drawn}")
         assert len(drawn) <= len(reference_drawn), (name, drawn, reference_drawn)
         kept = [i for i in range(len(refs)) if i not in {*drawn, *reference_drawn}]
         ours = wer([refs[i] for i in kept], [mine[name][i].text for i in kept])
         reference = wer([refs[i] for i in kept], [theirs[name][i].text for i in kept])
-        print(
-            f"{name}: {len(kept)} of {len(refs)} at temperature 0 on both sides,"
-            f" WER {ours:.4f} vs {reference:.4f}"
-        )
+        print(f"{name}: {len(kept)} of {len(refs)} with neither, WER {ours:.4f} vs {reference:.4f}")
         assert ours <= reference + WER_MARGIN, (name, ours, reference)
 
 

@@ -33,8 +33,10 @@ PROMPTS_PER_LANGUAGE = 6
 
 @dataclass(frozen=True)
 class Translation:
-    """One clip translated into English, and whether the temperature fallback sampled any of
-    its windows: a decode above temperature 0 is a draw, different from run to run."""
+    """One clip translated into English, and whether a segment reports a temperature above 0:
+    the served path reports the temperature of the text it kept (a draw, different from run
+    to run), faster-whisper its last one when every try failed, whichever it kept (so there
+    it says the fallback ran)."""
 
     text: str
     sampled: bool
