@@ -178,6 +178,16 @@ def test_a_live_session_takes_the_key_default_and_refuses_other_languages() -> N
     assert (caught.value.code, caught.value.param) == ("language_not_allowed", "language")
     french = {"input_audio_transcription": {"language": "fr"}}
     assert live_config.updated(start, french, SERVED, rule).options.language == "fr"
+    among = {"input_audio_transcription": {"languages": ["fr", "de"]}}
+    assert live_config.updated(start, among, SERVED, rule).options.languages == ("fr", "de")
+    for languages, param in (
+        (["it"], "languages[]"),
+        ("fr", "session.input_audio_transcription.languages"),
+    ):
+        wrong = {"input_audio_transcription": {"languages": languages}}
+        with pytest.raises(InvalidRequest) as caught:
+            live_config.updated(start, wrong, SERVED, rule)
+        assert caught.value.param == param
 
 
 def test_a_key_never_speaking_english_gets_a_multilingual_model_by_default() -> None:

@@ -157,6 +157,12 @@ def transcription(
         for name in ("model", "language", "prompt")
         if value.get(name) is not None
     }
+    among = value.get("languages")
+    if among is not None:
+        if not isinstance(among, list) or not all(isinstance(code, str) for code in among):
+            message = "languages is a list of language codes (ISO-639-1)"
+            raise InvalidRequest(message, param=f"{param}.languages")
+        fields["languages"] = among
     model = catalog.resolve(fields.get("model", [None])[-1], languages=languages)
     if task is Task.TRANSLATE and not model.multilingual:
         raise InvalidRequest(

@@ -6,7 +6,7 @@
 
 shown in ``session.created`` and ``session.updated``. Each field means what its beta
 counterpart does (:mod:`asrserve.live.beta`); a field left out keeps its value.
-``transcription``'s ``delay``, ``keywords`` and ``languages`` (other OpenAI models') are
+``transcription``'s ``delay`` and ``keywords`` (other OpenAI models') are
 refused by name.
 """
 
@@ -24,7 +24,7 @@ from asrserve.live.audio import PCM16, PCMA
 from asrserve.live.session import SessionConfig
 
 INPUT = "session.audio.input"
-UNSUPPORTED = ("delay", "keywords", "languages")
+UNSUPPORTED = ("delay", "keywords")
 
 
 def updated(
