@@ -1,7 +1,9 @@
-"""API keys, tenant isolation, limits and callback safety against real servers.
+"""API keys, tenant isolation, limits and callback safety.
 
-Keys are made with the ``asrserve keys`` command in the server's data dir; requests go over
-real HTTP on loopback with ``ASRSERVE_AUTH=on``.
+Keys are made with the ``asrserve keys`` command in the data dir. What is about the process
+(a public interface refusing to start without keys) starts one; the rest is HTTP semantics,
+asked of the app in this process with a fake engine (``tests/support/inprocess.py``), the
+stores, uploads and live sessions real, ``ASRSERVE_AUTH=on``.
 """
 
 from __future__ import annotations
@@ -14,17 +16,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 import pytest
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
-from websockets.typing import Subprotocol
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
 from asrserve.bench.corpus import Clip
 from asrserve.cli.server_process import free_port
+from tests.support.inprocess import URL, WS, in_process
 from tests.support.keys import auth, keys, new_key
-from tests.support.servers import Server
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
@@ -37,15 +38,9 @@ def short(corpus: list[Clip]) -> Clip:
     return min(corpus, key=lambda clip: clip.duration)
 
 
-def post_job(server: Server, clip: Clip, secret: str, **data: str) -> httpx.Response:
+def post_job(http: TestClient, clip: Clip, secret: str, **data: str) -> httpx2.Response:
     with clip.path.open("rb") as handle:
-        return httpx.post(
-            f"{server.url}/v1/jobs",
-            files={"file": handle},
-            data=data,
-            headers=auth(secret),
-            timeout=60,
-        )
+        return http.post("/v1/jobs", files={"file": handle}, data=data, headers=auth(secret))
 
 
 def test_keys_command_stores_only_a_hash(tmp_path: Path) -> None:
@@ -72,123 +67,111 @@ def test_public_interface_with_auth_and_no_keys_refuses_to_start(tmp_path: Path)
     assert "no API keys" in done.stderr and "asrserve keys create" in done.stderr
 
 
-def test_tenants_see_only_their_own_work(
-    make_server: type[Server], short: Clip, tmp_path: Path
-) -> None:
+def test_tenants_see_only_their_own_work(short: Clip, tmp_path: Path) -> None:
     data = tmp_path / "data"
     alice, bob = new_key(data, "alice"), new_key(data, "bob")
     admin = new_key(data, "ops", "--admin")
     revoked = new_key(data, "old")
     keys(data, "revoke", "old")
-    server = make_server(data, env={"ASRSERVE_AUTH": "on"}).start()
-    url = server.url
+    with in_process(data, {"ASRSERVE_AUTH": "on"}) as app:
+        http = app.client
+        for path in ("/v1/jobs", "/v1/files", "/v1/batches", "/v1/models", "/metrics"):
+            for headers in ({}, auth("asr_wrong"), auth(revoked), {"Authorization": alice}):
+                response = http.get(path, headers=headers)
+                assert response.status_code == 401, (path, headers)
+                assert response.json()["error"]["code"] == "invalid_api_key"
+        for path in ("/v1/audio/translations", "/asr", "/detect-language"):  # before any byte
+            denied = http.post(path, files={"audio_file": ("a.wav", b"RIFF")})
+            assert denied.status_code == 401, path
+        assert http.get("/healthz").status_code == 200
 
-    for path in ("/v1/jobs", "/v1/files", "/v1/batches", "/v1/models", "/metrics"):
-        for headers in ({}, auth("asr_wrong"), auth(revoked), {"Authorization": alice}):
-            response = httpx.get(f"{url}{path}", headers=headers)
-            assert response.status_code == 401, (path, headers)
-            assert response.json()["error"]["code"] == "invalid_api_key"
-    for path in ("/v1/audio/translations", "/asr", "/detect-language"):  # before any byte is read
-        denied = httpx.post(f"{url}{path}", files={"audio_file": ("a.wav", b"RIFF")})
-        assert denied.status_code == 401, path
-    assert httpx.get(f"{url}/healthz").status_code == 200
+        job = post_job(http, short, alice).json()
+        done = http.get(f"/v1/jobs/{job['id']}", params={"wait": 60}, headers=auth(alice))
+        assert done.json()["status"] == "succeeded"
+        for method, path in [
+            ("GET", f"/v1/jobs/{job['id']}"),
+            ("GET", f"/v1/jobs/{job['id']}/transcript"),
+            ("DELETE", f"/v1/jobs/{job['id']}"),
+            ("GET", f"/v1/jobs/{job['id']}/events"),
+        ]:
+            denied = http.request(method, path, headers=auth(bob))
+            assert denied.status_code == 404 and denied.json()["error"]["code"] == "job_not_found"
+        assert http.get("/v1/jobs", headers=auth(bob)).json()["data"] == []
+        mine = http.get("/v1/jobs", headers=auth(alice)).json()["data"]
+        assert [j["id"] for j in mine] == [job["id"]]
+        everyone = http.get("/v1/jobs", headers=auth(admin)).json()["data"]
+        assert job["id"] in [j["id"] for j in everyone]
+        assert http.get(f"/v1/jobs/{job['id']}", headers=auth(admin)).status_code == 200
 
-    job = post_job(server, short, alice).json()
-    done = httpx.get(
-        f"{url}/v1/jobs/{job['id']}", params={"wait": 60}, headers=auth(alice), timeout=70
-    )
-    assert done.json()["status"] == "succeeded"
-    for method, path in [
-        ("GET", f"/v1/jobs/{job['id']}"),
-        ("GET", f"/v1/jobs/{job['id']}/transcript"),
-        ("DELETE", f"/v1/jobs/{job['id']}"),
-        ("GET", f"/v1/jobs/{job['id']}/events"),
-    ]:
-        denied = httpx.request(method, f"{url}{path}", headers=auth(bob))
-        assert denied.status_code == 404 and denied.json()["error"]["code"] == "job_not_found"
-    assert httpx.get(f"{url}/v1/jobs", headers=auth(bob)).json()["data"] == []
-    mine = httpx.get(f"{url}/v1/jobs", headers=auth(alice)).json()["data"]
-    assert [j["id"] for j in mine] == [job["id"]]
-    everyone = httpx.get(f"{url}/v1/jobs", headers=auth(admin)).json()["data"]
-    assert job["id"] in [j["id"] for j in everyone]
-    assert httpx.get(f"{url}/v1/jobs/{job['id']}", headers=auth(admin)).status_code == 200
+        with short.path.open("rb") as handle:
+            audio = http.post(
+                "/v1/files", files={"file": handle}, data={"purpose": "audio"}, headers=auth(alice)
+            ).json()
+        for method, path in [
+            ("GET", f"/v1/files/{audio['id']}"),
+            ("GET", f"/v1/files/{audio['id']}/content"),
+            ("DELETE", f"/v1/files/{audio['id']}"),
+        ]:
+            assert http.request(method, path, headers=auth(bob)).status_code == 404
+        assert http.get("/v1/files", headers=auth(bob)).json()["data"] == []
+        assert "owner" not in audio
 
-    with short.path.open("rb") as handle:
-        audio = httpx.post(
-            f"{url}/v1/files",
-            files={"file": handle},
-            data={"purpose": "audio"},
-            headers=auth(alice),
+        # bob names alice's audio in his own batch: his request fails as if it did not exist
+        line = {"custom_id": "x", "method": "POST", "url": SYNC, "body": {"file": audio["id"]}}
+        requests = http.post(
+            "/v1/files",
+            files={"file": ("in.jsonl", json.dumps(line) + "\n")},
+            data={"purpose": "batch"},
+            headers=auth(bob),
         ).json()
-    for method, path in [
-        ("GET", f"/v1/files/{audio['id']}"),
-        ("GET", f"/v1/files/{audio['id']}/content"),
-        ("DELETE", f"/v1/files/{audio['id']}"),
-    ]:
-        assert httpx.request(method, f"{url}{path}", headers=auth(bob)).status_code == 404
-    assert httpx.get(f"{url}/v1/files", headers=auth(bob)).json()["data"] == []
-    assert "owner" not in audio
+        body = {"input_file_id": requests["id"], "endpoint": SYNC, "completion_window": "24h"}
+        stolen = http.post("/v1/batches", json=body, headers=auth(alice))
+        assert stolen.status_code == 404  # alice cannot use bob's input file either
+        batch = http.post("/v1/batches", json=body, headers=auth(bob)).json()
+        assert http.get(f"/v1/batches/{batch['id']}", headers=auth(alice)).status_code == 404
+        assert http.get("/v1/batches", headers=auth(alice)).json()["data"] == []
 
-    # bob names alice's audio in his own batch: his request fails as if the file did not exist
-    line = {"custom_id": "x", "method": "POST", "url": SYNC, "body": {"file": audio["id"]}}
-    requests = httpx.post(
-        f"{url}/v1/files",
-        files={"file": ("in.jsonl", json.dumps(line) + "\n")},
-        data={"purpose": "batch"},
-        headers=auth(bob),
-    ).json()
-    body = {"input_file_id": requests["id"], "endpoint": SYNC, "completion_window": "24h"}
-    stolen = httpx.post(f"{url}/v1/batches", json=body, headers=auth(alice))
-    assert stolen.status_code == 404  # alice cannot use bob's input file either
-    batch = httpx.post(f"{url}/v1/batches", json=body, headers=auth(bob)).json()
-    assert httpx.get(f"{url}/v1/batches/{batch['id']}", headers=auth(alice)).status_code == 404
-    assert httpx.get(f"{url}/v1/batches", headers=auth(alice)).json()["data"] == []
+        def ended() -> dict[str, Any] | None:
+            now: dict[str, Any] = http.get(f"/v1/batches/{batch['id']}", headers=auth(bob)).json()
+            return now if now["status"] in ("completed", "failed") else None
 
-    def ended() -> dict[str, Any] | None:
-        now: dict[str, Any] = httpx.get(f"{url}/v1/batches/{batch['id']}", headers=auth(bob)).json()
-        return now if now["status"] in ("completed", "failed") else None
+        batch = wait_until(ended, 60, "the batch to end")
+        assert batch["request_counts"] == {"total": 1, "completed": 0, "failed": 1}
+        errors = http.get(f"/v1/files/{batch['error_file_id']}/content", headers=auth(bob))
+        assert json.loads(errors.text)["response"]["status_code"] == 404
+        theirs = http.get(f"/v1/files/{batch['error_file_id']}/content", headers=auth(alice))
+        assert theirs.status_code == 404
 
-    batch = wait_until(ended, 60, "the batch to end")
-    assert batch["request_counts"] == {"total": 1, "completed": 0, "failed": 1}
-    errors = httpx.get(f"{url}/v1/files/{batch['error_file_id']}/content", headers=auth(bob))
-    assert json.loads(errors.text)["response"]["status_code"] == 404
-    assert (
-        httpx.get(
-            f"{url}/v1/files/{batch['error_file_id']}/content", headers=auth(alice)
-        ).status_code
-        == 404
-    )
+        for path in ("/metrics", "/v1/scheduler", "/v1/dashboard/stats"):
+            assert http.get(path, headers=auth(alice)).status_code == 403
+            assert http.get(path, headers=auth(admin)).status_code == 200
 
-    for path in ("/metrics", "/v1/scheduler", "/v1/dashboard/stats"):
-        assert httpx.get(f"{url}{path}", headers=auth(alice)).status_code == 403
-        assert httpx.get(f"{url}{path}", headers=auth(admin)).status_code == 200
+        # live sessions: the key in the Authorization header or as OpenAI's key subprotocol
+        live = WS + "/v1/realtime?intent=transcription"
+        with http.websocket_connect(live) as ws:
+            assert ws.receive_json()["error"]["code"] == "invalid_api_key"
+            with pytest.raises(WebSocketDisconnect) as closed:
+                ws.receive_json()
+            assert closed.value.code == 1008
+        with http.websocket_connect(live, headers=auth(alice)) as ws:
+            assert ws.receive_json()["type"] == "session.created"
+        protocols = ["realtime", f"openai-insecure-api-key.{bob}"]
+        with http.websocket_connect(live, subprotocols=protocols) as ws:
+            assert ws.receive_json()["type"] == "session.created"
+            assert ws.accepted_subprotocol == "realtime"
 
-    # live sessions: the key in the Authorization header or as OpenAI's key subprotocol
-    live = url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
-    with connect(live, open_timeout=10) as ws:
-        refused = json.loads(ws.recv(timeout=10))
-        assert refused["error"]["code"] == "invalid_api_key"
-        with pytest.raises(ConnectionClosed):
-            ws.recv(timeout=10)
-        assert ws.close_code == 1008
-    with connect(live, additional_headers=auth(alice), open_timeout=10) as ws:
-        assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
-    protocols = [Subprotocol("realtime"), Subprotocol(f"openai-insecure-api-key.{bob}")]
-    with connect(live, subprotocols=protocols, open_timeout=10) as ws:
-        assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
-        assert ws.subprotocol == "realtime"
-
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key=alice, max_retries=0)
-    with short.path.open("rb") as handle:
-        text = client.audio.transcriptions.create(model="whisper-1", file=handle).text
-    assert text.strip()
-    with pytest.raises(openai.AuthenticationError):
-        openai.OpenAI(base_url=f"{url}/v1", api_key="asr_nope", max_retries=0).models.list()
+        client = openai.OpenAI(base_url=f"{URL}/v1", api_key=alice, max_retries=0, http_client=http)
+        with short.path.open("rb") as handle:
+            text = client.audio.transcriptions.create(model="whisper-1", file=handle).text
+        assert text.strip()
+        stranger = openai.OpenAI(
+            base_url=f"{URL}/v1", api_key="asr_nope", max_retries=0, http_client=http
+        )
+        with pytest.raises(openai.AuthenticationError):
+            stranger.models.list()
 
 
-def test_rate_limit_quota_and_queue_limits(
-    make_server: type[Server], corpus: list[Clip], short: Clip, tmp_path: Path
-) -> None:
+def test_rate_limit_quota_and_queue_limits(corpus: list[Clip], short: Clip, tmp_path: Path) -> None:
     data = tmp_path / "data"
     slow = new_key(data, "slow", "--rpm", "3")
     small = new_key(
@@ -197,58 +180,63 @@ def test_rate_limit_quota_and_queue_limits(
     busy = new_key(data, "busy")
     # The class's limit, not a key's share of it (tests/test_admission_shares.py)
     env = {"ASRSERVE_AUTH": "on", "ASRSERVE_MAX_QUEUED_JOBS": "2", "ASRSERVE_MAX_QUEUED_SHARE": "1"}
-    server = make_server(data, env=env).start()
+    with in_process(data, env) as app:
+        http = app.client
+        statuses = [http.get("/v1/jobs", headers=auth(slow)) for _ in range(4)]
+        assert [r.status_code for r in statuses] == [200, 200, 200, 429]
+        limited = statuses[-1]
+        assert limited.json()["error"]["code"] == "rate_limit_exceeded"
+        assert 1 <= int(limited.headers["Retry-After"]) <= 20
+        assert limited.headers["X-RateLimit-Limit-Requests"] == "3"
+        assert statuses[0].headers["X-RateLimit-Remaining-Requests"] == "2"
 
-    statuses = [httpx.get(f"{server.url}/v1/jobs", headers=auth(slow)) for _ in range(4)]
-    assert [r.status_code for r in statuses] == [200, 200, 200, 429]
-    limited = statuses[-1]
-    assert limited.json()["error"]["code"] == "rate_limit_exceeded"
-    assert 1 <= int(limited.headers["Retry-After"]) <= 20
-    assert limited.headers["X-RateLimit-Limit-Requests"] == "3"
-    assert statuses[0].headers["X-RateLimit-Remaining-Requests"] == "2"
-
-    assert post_job(server, short, small).status_code == 202
-    over = post_job(server, short, small)
-    assert over.status_code == 429 and over.json()["error"]["code"] == "quota_exceeded"
-    assert 0 < int(over.headers["Retry-After"]) <= 86400
-
-    long_clips = sorted(corpus, key=lambda clip: -clip.duration)[:4]
-    answers = [post_job(server, clip, busy) for clip in long_clips]
-    codes = [answer.status_code for answer in answers]
-    assert codes.count(202) >= 1 and 429 in codes, codes
-    full = answers[codes.index(429)]
-    assert full.json()["error"]["code"] == "queue_full"
-    assert int(full.headers["Retry-After"]) >= 1
-    accepted = {a.json()["id"] for a in answers if a.status_code == 202}
-    stored = {path.name for path in (data / "audio").iterdir()}
-    assert len(stored) == 1 + len(accepted)  # rejected uploads (quota, queue) leave no file
-    for job_id in accepted:
-        job = httpx.get(
-            f"{server.url}/v1/jobs/{job_id}", params={"wait": 60}, headers=auth(busy), timeout=70
+        first = post_job(http, short, small)
+        assert first.status_code == 202
+        over = post_job(http, short, small)
+        assert over.status_code == 429 and over.json()["error"]["code"] == "quota_exceeded"
+        assert 0 < int(over.headers["Retry-After"]) <= 86400
+        waited = http.get(
+            f"/v1/jobs/{first.json()['id']}", params={"wait": 60}, headers=auth(small)
         )
-        assert job.json()["status"] == "succeeded"
-    assert post_job(server, long_clips[-1], busy).status_code == 202  # room again
+        assert waited.json()["status"] == "succeeded"
+
+        (engine,) = app.engines
+        engine.gate.clear()  # the device holds the first job: the class's two places fill
+        long_clips = sorted(corpus, key=lambda clip: -clip.duration)[:4]
+        answers = [post_job(http, clip, busy) for clip in long_clips]
+        assert [answer.status_code for answer in answers] == [202, 202, 429, 429]
+        full = answers[2]
+        assert full.json()["error"]["code"] == "queue_full"
+        assert int(full.headers["Retry-After"]) >= 1
+        accepted = {a.json()["id"] for a in answers if a.status_code == 202}
+        stored = {path.name for path in (data / "audio").iterdir()}
+        assert len(stored) == 1 + len(accepted)  # rejected uploads (quota, queue) leave no file
+        engine.gate.set()
+        for job_id in accepted:
+            job = http.get(f"/v1/jobs/{job_id}", params={"wait": 60}, headers=auth(busy))
+            assert job.json()["status"] == "succeeded"
+        assert post_job(http, long_clips[-1], busy).status_code == 202  # room again
 
 
-def test_callbacks_to_private_addresses_are_refused(server: Server, short: Clip) -> None:
-    for target in (
-        "http://10.0.0.7/hook",
-        "http://169.254.169.254/latest/meta-data/",
-        "http://[::1]:8000/hook",
-        "http://localhost:8000/hook",
-    ):
-        refused = post_job(server, short, "unused", callback_url=target)
-        assert refused.status_code == 400, target
-        error: dict[str, Any] = refused.json()["error"]
-        assert error["param"] == "callback_url" and error["code"] == "callback_not_allowed"
-    body = {
-        "input_file_id": "file-x",
-        "endpoint": SYNC,
-        "completion_window": "24h",
-        "metadata": {"callback_url": "http://192.168.1.1/x"},
-    }
-    refused_batch = httpx.post(f"{server.url}/v1/batches", json=body)
-    assert (
-        refused_batch.status_code == 400
-        and refused_batch.json()["error"]["param"] == "metadata.callback_url"
-    )
+def test_callbacks_to_private_addresses_are_refused(short: Clip, tmp_path: Path) -> None:
+    with in_process(tmp_path / "data") as app:
+        http = app.client
+        for target in (
+            "http://10.0.0.7/hook",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://[::1]:8000/hook",
+            "http://localhost:8000/hook",
+        ):
+            refused = post_job(http, short, "unused", callback_url=target)
+            assert refused.status_code == 400, target
+            error: dict[str, Any] = refused.json()["error"]
+            assert error["param"] == "callback_url" and error["code"] == "callback_not_allowed"
+        body = {
+            "input_file_id": "file-x",
+            "endpoint": SYNC,
+            "completion_window": "24h",
+            "metadata": {"callback_url": "http://192.168.1.1/x"},
+        }
+        refused_batch = http.post("/v1/batches", json=body)
+        assert refused_batch.status_code == 400
+        assert refused_batch.json()["error"]["param"] == "metadata.callback_url"
