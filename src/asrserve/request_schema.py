@@ -82,7 +82,20 @@ def _prompt(value: str) -> str:
     return value
 
 
+def _whole(value: object) -> object:
+    """A whole number however it is written (``10``, ``10.0``, ``1e1``); anything else is
+    left for the integer check to refuse."""
+    if not isinstance(value, str):
+        return value
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return int(number) if number.is_integer() else value
+
+
 Flag = Annotated[bool, BeforeValidator(_flag)]
+Whole = Annotated[int | None, BeforeValidator(_whole)]
 
 
 SUBTITLES = "srt and vtt only: "
@@ -94,19 +107,19 @@ class CueForm(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
-    max_line_width: int | None = Field(
+    max_line_width: Whole = Field(
         None,
         ge=LIMITS["max_line_width"][0],
         le=LIMITS["max_line_width"][1],
         description=SUBTITLES + "characters per line.",
     )
-    max_line_count: int | None = Field(
+    max_line_count: Whole = Field(
         None,
         ge=LIMITS["max_line_count"][0],
         le=LIMITS["max_line_count"][1],
         description=SUBTITLES + "lines per cue.",
     )
-    max_words_per_cue: int | None = Field(
+    max_words_per_cue: Whole = Field(
         None,
         ge=LIMITS["max_words_per_cue"][0],
         le=LIMITS["max_words_per_cue"][1],
@@ -268,7 +281,7 @@ class RequestForm(CueForm):
         alias="timestamp_granularities[]",
         description="word: each word's times (response_format=verbose_json).",
     )
-    beam_size: int | None = Field(
+    beam_size: Whole = Field(
         None,
         ge=1,
         le=20,
@@ -300,10 +313,10 @@ class RequestForm(CueForm):
         description="Async jobs: POSTed the job JSON when it finishes.",
     )
     stream: Flag = Field(False, description="Answer server-sent events as the text becomes final.")
-    min_speakers: int | None = Field(
+    min_speakers: Whole = Field(
         None, ge=1, le=MAX_SPEAKERS, description="diarized_json: the fewest speakers to tell apart."
     )
-    max_speakers: int | None = Field(
+    max_speakers: Whole = Field(
         None, ge=1, le=MAX_SPEAKERS, description="diarized_json: the most speakers to tell apart."
     )
     known_speaker_names: list[str] = Field(

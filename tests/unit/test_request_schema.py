@@ -98,6 +98,7 @@ def test_the_forms_show_bounds_for_every_number_field() -> None:
     ("fields", "param", "message"),
     [
         ({"beam_size": ["2.5"]}, "beam_size", "beam_size must be a whole number"),
+        ({"beam_size": ["inf"]}, "beam_size", "beam_size must be a whole number"),
         ({"beam_size": ["five"]}, "beam_size", "beam_size must be a number"),
         ({"temperature": ["warm"]}, "temperature", "temperature must be a number"),
         ({"temperature": ["nan"]}, "temperature", "temperature must be between 0 and 1"),
@@ -116,6 +117,11 @@ def test_a_value_the_schema_refuses_is_a_400_naming_the_field_as_sent(
     with pytest.raises(InvalidRequest) as caught:
         parse_request(fields, CATALOG)
     assert (caught.value.param, caught.value.message, caught.value.status) == (param, message, 400)
+
+
+def test_a_whole_number_is_read_however_it_is_written() -> None:
+    for written in ("3", "3.0", "3e0", " 3 "):
+        assert parse_request({"beam_size": [written]}, CATALOG).options.beam_size == 3
 
 
 def test_empty_values_are_values_not_given_and_lists_take_both_spellings() -> None:
