@@ -9,14 +9,13 @@ from fastapi.responses import Response
 
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.disconnect import ClientGone, unless_gone
-from asrserve.api.forms import parse_form
 from asrserve.api.streams import KEEPALIVE_S, event_stream, transcript_events
 from asrserve.api.uploads import Upload, receive_upload
 from asrserve.auth.principal import Principal
-from asrserve.errors import ModelLoading
+from asrserve.errors import AsrError, ModelLoading
 from asrserve.jobs.models import Job
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
-from asrserve.requests import TranscriptionRequest
+from asrserve.requests import TranscriptionRequest, parse_request
 from asrserve.vocabulary import Task
 
 
@@ -41,9 +40,18 @@ async def receive_transcription(
     assert ctx.catalog is not None
     job_id, dest = ctx.service.new_upload_path()
     upload = await receive_upload(request, dest, max_bytes, ctx.uploads)
-    parsed = parse_form(
-        upload, ctx.catalog, callback=callback, task=task, shaping=shaping, languages=languages
-    )
+    try:
+        parsed = parse_request(
+            upload.fields,
+            ctx.catalog,
+            callback=callback,
+            task=task,
+            shaping=shaping,
+            languages=languages,
+        )
+    except AsrError:
+        upload.remove()
+        raise
     return job_id, upload, parsed
 
 
