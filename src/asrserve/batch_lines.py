@@ -22,7 +22,7 @@ from asrserve.batch_api.models import ENDPOINT, ENDPOINTS, BatchErrorLine
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest, shown
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
-from asrserve.request_schema import RequestForm
+from asrserve.request_schema import DIARIZATION, RequestForm
 from asrserve.requests import TranscriptionRequest, lone_surrogate, parse_request
 
 MAX_ERRORS = 100
@@ -32,10 +32,7 @@ BLOCK_BYTES = 64 * 1024  # what is read at a time
 _CONTENT = re.compile(rb"[^ \t\n\r\f\v]")  # a byte that makes a line not blank
 # a line's body: the request schema's fields, but a synchronous or an async request's own
 ONLINE = frozenset({"stream", "deadline_s", "callback_url"})
-SPEAKERS = frozenset(
-    {"min_speakers", "max_speakers", "known_speaker_names", "known_speaker_references"}
-)
-BODY_FIELDS = frozenset({"file", *RequestForm.names(leave_out=ONLINE | SPEAKERS)})
+BODY_FIELDS = frozenset({"file", *RequestForm.names(leave_out=ONLINE | DIARIZATION)})
 
 
 @dataclass(frozen=True)

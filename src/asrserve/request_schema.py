@@ -224,6 +224,12 @@ def _integer_kind(value: object) -> str:
     return "a whole number"
 
 
+DIARIZATION = frozenset(
+    {"min_speakers", "max_speakers", "known_speaker_names", "known_speaker_references"}
+)
+"""The fields of diarized_json, a synchronous or async transcription's alone."""
+
+
 Granularity = Literal["word", "segment"]
 CHUNKING_SCHEMA = {
     "description": "How the file is split into speech: 'auto' (the default) or a server_vad "

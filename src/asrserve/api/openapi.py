@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asrserve.request_schema import CueForm, RequestForm
+from asrserve.request_schema import DIARIZATION, CueForm, RequestForm
 
 AUDIO = {
     "type": "string",
@@ -16,12 +16,8 @@ _SCHEMA = RequestForm.model_json_schema(by_alias=True)
 _SHAPING = set(CueForm.model_fields)
 # the request's own fields, then those that shape subtitles
 _FORM = dict(sorted(_SCHEMA["properties"].items(), key=lambda item: item[0] in _SHAPING))
-_DIARIZATION = {
-    "min_speakers",
-    "max_speakers",
-    "known_speaker_names[]",
-    "known_speaker_references[]",
-}
+# as the form names them (a list's alias)
+_DIARIZATION = {RequestForm.model_fields[name].alias or name for name in DIARIZATION}
 
 
 def _property(schema: dict[str, Any]) -> dict[str, Any]:
