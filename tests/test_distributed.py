@@ -30,16 +30,29 @@ pytestmark = pytest.mark.slow
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 
 
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """One redis-server (AOF on) for the module; a test that stops or kills it starts it
+    again itself, as an operator would."""
+    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """A fresh redis-server (AOF on) per test; nodes are started by the test."""
-    redis = RedisProcess(tmp_path / "redis").start()
+def cluster(tmp_path: Path, redis: RedisProcess) -> Iterator[Cluster]:
+    """The module's redis-server, emptied, and nodes started by the test (all stopped at
+    its end, so nothing of one test writes into the next)."""
     deployment = Cluster(tmp_path, redis, env={"ASRSERVE_LEASE_S": "3"})
+    client = deployment.client()
+    try:
+        client.flushall()
+    finally:
+        client.close()
     try:
         yield deployment
     finally:
         deployment.stop()
-        redis.stop()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from asrserve import openai_params, outbound
+from asrserve import openai_params
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import InvalidRequest
@@ -138,19 +138,6 @@ def cue_limits(
         max_cue_seconds=form.max_cue_seconds or defaults.max_cue_seconds,
         highlight_words=form.highlight_words,
     )
-
-
-def parse_callback(value: str | None, param: str = "callback_url") -> str | None:
-    """A well-formed callback URL (see :func:`asrserve.outbound.parse`), or None if not given;
-    :class:`InvalidRequest` ``invalid_callback_url`` naming ``param`` otherwise."""
-    if not value:
-        return None
-    try:
-        outbound.parse(value)
-    except outbound.InvalidUrl as exc:
-        message = f"{param} is not a usable URL: {exc}"
-        raise InvalidRequest(message, param=param, code="invalid_callback_url") from None
-    return value
 
 
 def keep_alive_field(value: str | None) -> float | None:

@@ -18,7 +18,7 @@ from asrserve.batch_api.models import COMPLETION_WINDOW, ENDPOINTS, Batch, Batch
 from asrserve.batch_api.store import BatchStore
 from asrserve.errors import Conflict, InvalidRequest, NotFound, shown
 from asrserve.files.models import FilePurpose
-from asrserve.requests import lone_surrogate, parse_callback
+from asrserve.requests import lone_surrogate
 from asrserve.service.files import Files
 from asrserve.service.jobs import Service, check_callback
 from asrserve.vocabulary import Priority
@@ -141,6 +141,6 @@ class Batches:
             if len(key) > 64 or len(value) > 512:
                 message = "metadata keys are at most 64 characters and values at most 512"
                 raise InvalidRequest(message, param="metadata")
-        callback = parse_callback(metadata.get("callback_url"), CALLBACK_PARAM)
+        callback = metadata.get("callback_url")
         if callback:
             check_callback(callback, self.settings, CALLBACK_PARAM)
