@@ -8,7 +8,10 @@ own defaults. English with tiny.en; Spanish, French, Italian and Russian with ba
 transcribed with its language given and translated into English; the espeak sentences of
 the language corpus translated too. Every path at beam 5, int8, on this machine's cores.
 
-    .venv/bin/python scripts/accuracy_table.py [PROMPTS_PER_LANGUAGE]
+    .venv/bin/python scripts/accuracy_table.py [PROMPTS_PER_LANGUAGE] [ENGLISH_CLIPS]
+
+PROMPTS_PER_LANGUAGE 0: the English row alone (base is not loaded); ENGLISH_CLIPS: only the
+first that many English recordings (default all).
 """
 
 from __future__ import annotations
@@ -92,12 +95,20 @@ def row(
 
 def main() -> None:
     per_language = int(sys.argv[1]) if len(sys.argv) > 1 else 12
+    english_clips = int(sys.argv[2]) if len(sys.argv) > 2 else None
     started = time.monotonic()
     print("| set | clips | asrserve | full windows | none | faster-whisper |")
     print("|---|---|---|---|---|---|")
     tiny = FasterWhisperEngine(EngineConfig(bundled_model_path(), "tiny.en", "cpu", 0, "int8", 2))
-    en = [(r.path, r.text) for r in english(30)]
+    en = [(r.path, r.text) for r in english(30)][:english_clips]
     print(row("en, tiny.en, transcription", tiny, en), flush=True)
+    if per_language:
+        other_languages(per_language)
+    print(f"({time.monotonic() - started:.0f} s)")
+
+
+def other_languages(per_language: int) -> None:
+    """The rows of base: the recorded prompts and the espeak sentences."""
     base = FasterWhisperEngine(EngineConfig(base_model_dir(), "base", "cpu", 0, "int8", 2))
     recorded = prompts(per_language, ("es", "fr", "it", "ru"))
     for language in ("es", "fr", "it", "ru"):
@@ -108,7 +119,6 @@ def main() -> None:
         print(row(f"{language}, base, translation", base, meant, task=Task.TRANSLATE), flush=True)
     synthetic = [(c.path, c.english) for c in language_corpus()]
     print(row("espeak de/es/it/pt, base, translation", base, synthetic, task=Task.TRANSLATE))
-    print(f"({time.monotonic() - started:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ languages (base): the Spanish, French, Italian and Russian prompts, detected, tr
 (language given) and translated, beam 5, per language. Windows are batched across files as
 the scheduler's key has them (``tests/support/engines.py``).
 
-    .venv/bin/python scripts/engine_parity.py [PROMPTS_PER_LANGUAGE]
+    .venv/bin/python scripts/engine_parity.py [PROMPTS_PER_LANGUAGE] [ENGLISH_CLIPS]
+
+PROMPTS_PER_LANGUAGE 0: the English table alone (base is not loaded); ENGLISH_CLIPS: only the
+first that many English recordings (default all).
 """
 
 from __future__ import annotations
@@ -51,8 +54,8 @@ def gaps(mine: list[Transcript], theirs: list[Transcript]) -> np.ndarray:
     return np.array(out)
 
 
-def english_table() -> None:
-    clips = english(30)
+def english_table(count: int | None) -> None:
+    clips = english(30)[:count]
     refs = [clip.text for clip in clips]
     options = TranscriptionOptions(beam_size=5, word_timestamps=True)
     print(f"tiny.en, {len(clips)} English recordings ({sum(c.duration for c in clips):.0f} s)")
@@ -70,10 +73,15 @@ def english_table() -> None:
             a.text == b.text
             for a, b in zip(heard["transformers/adaptive"], heard[f"{other}/adaptive"], strict=True)
         )
+        spread = (
+            f": max {found.max():.3f} s, p99 {np.percentile(found, 99):.3f} s,"
+            f" {int((found > 0.1).sum())} over 0.1 s"
+            if found.size  # none where no clip's words are the same in both
+            else ""
+        )
         print(
             f"  against {other}: {same}/{len(clips)} texts equal; word times over"
-            f" {len(found)} words: max {found.max():.3f} s, p99 {np.percentile(found, 99):.3f} s,"
-            f" {int((found > 0.1).sum())} over 0.1 s"
+            f" {len(found)} words{spread}"
         )
 
 
@@ -102,8 +110,9 @@ def languages_table(per_language: int) -> None:
 
 def main() -> None:
     per_language = int(sys.argv[1]) if len(sys.argv) > 1 else 6
-    english_table()
-    languages_table(per_language)
+    english_table(int(sys.argv[2]) if len(sys.argv) > 2 else None)
+    if per_language:
+        languages_table(per_language)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,14 @@ about SECONDS (default 64); every file starts with other speech, so each has a f
 of its own. The WER is over every file's whole text, so it counts the first window and the
 later windows it shifts.
 
-    .venv/bin/python scripts/first_window_wer.py [SECONDS] [FIRST_WINDOW_S ...]
+    .venv/bin/python scripts/first_window_wer.py [--files N] [SECONDS] [FIRST_WINDOW_S ...]
+
+``--files N``: only each set's first N files (default all).
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 import tempfile
@@ -39,9 +42,15 @@ from asrserve.vocabulary import TranscriptionOptions  # noqa: E402
 
 
 def joined(
-    clips: list[tuple[Path, str]], seconds: float, folder: Path, name: str, seed: int
+    clips: list[tuple[Path, str]],
+    seconds: float,
+    folder: Path,
+    name: str,
+    seed: int,
+    limit: int | None = None,
 ) -> list[tuple[Path, str]]:
-    """The clips in a seeded order, joined with seeded pauses into files of ``seconds``."""
+    """The clips in a seeded order, joined with seeded pauses into files of ``seconds``
+    (at most ``limit`` of them)."""
     rng = random.Random(seed)
     order = clips[:]
     rng.shuffle(order)
@@ -61,12 +70,20 @@ def joined(
             write_wav(out, pcm, SAMPLING_RATE)
             files.append((out, " ".join(texts)))
             pieces, texts, length = [], [], 0
+            if len(files) == limit:
+                break
     return files
 
 
 def main() -> None:
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 64.0
-    firsts = [float(a) for a in sys.argv[2:]] or [30.0, 10.0, 8.0, 5.0]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=None, help="per set (default: all)")
+    parser.add_argument("seconds", nargs="?", type=float, default=64.0, metavar="SECONDS")
+    parser.add_argument(
+        "firsts", nargs="*", type=float, default=[30.0, 10.0, 8.0, 5.0], metavar="FIRST_WINDOW_S"
+    )
+    args = parser.parse_args()
+    seconds, firsts = args.seconds, args.firsts
     engine = FasterWhisperEngine(EngineConfig(bundled_model_path(), "tiny.en", "cpu", 0, "int8", 2))
     windows = engine.capabilities.windows(Settings().windows)
     options = TranscriptionOptions(model=engine.model_id)
@@ -74,10 +91,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sets = {
             "real English": joined(
-                [(r.path, r.text) for r in english(1000)], seconds, Path(tmp), "real", 0
+                [(r.path, r.text) for r in english(1000)], seconds, Path(tmp), "real", 0, args.files
             ),
             "bench corpus (espeak)": joined(
-                [(c.path, c.text) for c in corpus[:-1]] * 4, seconds, Path(tmp), "espeak", 1
+                [(c.path, c.text) for c in corpus[:-1]] * 4,
+                seconds,
+                Path(tmp),
+                "espeak",
+                1,
+                args.files,
             ),
         }
         print(f"files of about {seconds:.0f} s; WER by first_window_s")

@@ -3,7 +3,9 @@ live session (16 kHz, 100 ms frames, default server VAD, at PACE × real time, t
 silence and a commit), and the same file sent to /v1/audio/transcriptions.
 
     ASRSERVE_LIVE_BURST_S=1000 .venv/bin/asrserve serve --port 8123 &   # allow PACE > 1
-    .venv/bin/python scripts/live_wer.py http://127.0.0.1:8123 4
+    .venv/bin/python scripts/live_wer.py http://127.0.0.1:8123 4 [CLIPS]
+
+CLIPS: only the corpus's first CLIPS clips (default all); jfk.flac is always replayed.
 
 Server VAD works on the audio, not the clock, so the turns are those of a real-time replay.
 """
@@ -53,9 +55,9 @@ def live(url: str, path: Path, pace: float) -> list[str]:
                 done.append(event["transcript"])
 
 
-def main(url: str, pace: float) -> None:
+def main(url: str, pace: float, count: int | None = None) -> None:
     corpus = ROOT / ".corpus"
-    clips = json.loads((corpus / "clips.json").read_text())["clips"]
+    clips = json.loads((corpus / "clips.json").read_text())["clips"][:count]
     items = [(corpus / c["file"], c["text"]) for c in clips]
     real = ROOT / "tests" / "data"
     items.append(
@@ -76,4 +78,8 @@ def main(url: str, pace: float) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 1.0)
+    main(
+        sys.argv[1],
+        float(sys.argv[2]) if len(sys.argv) > 2 else 1.0,
+        int(sys.argv[3]) if len(sys.argv) > 3 else None,
+    )

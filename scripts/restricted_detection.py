@@ -7,7 +7,10 @@ Detection as the server runs it: the first window of speech on a full 30 s encod
 one encode (``FasterWhisperEngine.detect_language``), int8 on this machine's cores. Every
 pair of a corpus's languages is a tenant; a clip counts once per pair it belongs to.
 
-    .venv/bin/python scripts/restricted_detection.py [PROMPTS_PER_LANGUAGE]
+    .venv/bin/python scripts/restricted_detection.py [PROMPTS_PER_LANGUAGE] [SENTENCES]
+
+SENTENCES: only the first SENTENCES espeak sentences of each language (default all four; 0
+leaves the espeak corpus out).
 """
 
 from __future__ import annotations
@@ -61,18 +64,26 @@ def engine_detect(engine: FasterWhisperEngine, clip: LanguageClip, among: tuple[
 
 def main() -> None:
     per_language = int(sys.argv[1]) if len(sys.argv) > 1 else 12
+    sentences = int(sys.argv[2]) if len(sys.argv) > 2 else None
     started = time.monotonic()
     base = FasterWhisperEngine(EngineConfig(base_model_dir(), "base", "cpu", 0, "int8", 2))
+    synthetic = language_corpus()
     corpora = {
         "recorded prompts": [
             LanguageClip(r.path, r.language, r.text, r.english, r.duration)
             for r in prompts(per_language, ("es", "fr", "it", "ru"))
         ],
-        "espeak sentences": language_corpus(),
+        "espeak sentences": [
+            clip
+            for clip in synthetic
+            if clip in [c for c in synthetic if c.language == clip.language][:sentences]
+        ],
     }
     print("| corpus | tenant | clips | right, unrestricted | right, restricted |")
     print("|---|---|---|---|---|")
     for label, clips in corpora.items():
+        if not clips:
+            continue
         rows, (n, free, kept) = corpus_rows(base, label, clips)
         print("\n".join(rows))
         print(f"| {label} | all pairs | {n} | {free / n:.1%} | {kept / n:.1%} |", flush=True)
