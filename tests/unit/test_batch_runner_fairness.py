@@ -1,6 +1,7 @@
 """The Batch API runner serves owners fairly (#25 item 9), on real SQLite stores and a real
 probe: a large batch being cancelled is cancelled in bulk steps, and another owner's batch
-is validated between two of them, not after the last."""
+is validated between two of them, not after the last. And a batch refused in validation is
+announced as ended, as a completed one is."""
 
 from __future__ import annotations
 
@@ -132,3 +133,46 @@ def test_a_batch_being_cancelled_leaves_turns_to_another_owners(tmp_path: Path) 
     small_validated = recorded.order.index((ids["small"], BatchStatus.IN_PROGRESS))
     big_cancelled = recorded.order.index((ids["big"], BatchStatus.CANCELLED))
     assert small_validated < big_cancelled, recorded.order
+
+
+def test_a_batch_refused_in_validation_is_announced_as_ended(tmp_path: Path) -> None:
+    """A batch whose input fails validation reaches ``on_end`` (what wakes its long polls
+    and its webhook), as a batch that completes does: its waiters used to read it only at
+    their timeout."""
+    settings = Settings(data_dir=tmp_path, record_traffic=False)
+    settings.files_dir.mkdir(parents=True)
+    data = b"{not json"
+    (settings.files_dir / "file-in-bad").write_bytes(data)
+    record = StoredFile(
+        id="file-in-bad", bytes=len(data), filename="in", purpose=FilePurpose.BATCH, owner=None
+    )
+
+    async def main() -> list[Batch]:
+        backend = open_backend(settings)
+        service = Service(settings, backend)
+        await backend.files.put(record)
+        ended: list[Batch] = []
+        announced = asyncio.Event()
+
+        def on_end(batch: Batch) -> None:
+            ended.append(batch)
+            announced.set()
+
+        files = Files(settings, backend.files)
+        runner = BatchRunner(service, backend.batches, files, CATALOG, on_end)
+        batch = Batch(id="batch_bad", input_file_id="file-in-bad", expires_at=int(time.time()) + 60)
+        await backend.batches.create(batch)
+        running = asyncio.create_task(runner.run())
+        try:
+            async with asyncio.timeout(60):  # a bound for a broken runner, not a timing claim
+                await announced.wait()
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            await service.probes.close()
+            await backend.aclose()
+        return ended
+
+    [ended] = asyncio.run(main())
+    assert (ended.id, ended.status) == ("batch_bad", BatchStatus.FAILED)
+    assert [error.code for error in ended.errors or []] == ["invalid_json"]

@@ -92,6 +92,8 @@ class BatchRunner:
     async def _advance(self, batch: Batch) -> Batch:
         if batch.status is BatchStatus.VALIDATING:
             batch = await self._validate(batch) or batch
+            if batch.status.finished:  # refused: its waiters read it now, not at their timeout
+                self._on_end(batch)
             self.kick()  # look at it again in its new state
             return batch
         if batch.status is BatchStatus.IN_PROGRESS and time.time() >= batch.expires_at:
