@@ -1,25 +1,32 @@
-"""Storage faults around intake and running jobs, against real servers: a full disk, a
-read-only data dir, the disk filling under running jobs. (SIGTERM mid-work is in
-test_shutdown.py, slow and surplus clients in test_slow_clients.py.)
+"""Storage faults around intake and running jobs: a full disk, a read-only data dir, the
+disk filling under running jobs. (SIGTERM mid-work is in test_shutdown.py, slow and surplus
+clients in test_slow_clients.py.)
 
 The disk is filled for real: the data dir is a small tmpfs (we run as root in a container;
 without CAP_SYS_ADMIN these tests skip, saying so). A read-only data dir is a read-only bind
-mount over it. The intake's error paths are also driven in-process (no model) with the
-kernel's own ENOSPC and EROFS.
+mount over it. The claims are the service's handling of the storage errors (507 and 503
+with Retry-After, nothing left behind, accepted jobs surviving, the result's store retried),
+so everything runs in this process: the intake's error paths alone with the kernel's own
+ENOSPC and EROFS, and the whole app (``tests/support/inprocess.py``: its stores, uploads,
+decode and scheduler real) with a fake engine whose forward passes a
+:class:`~tests.support.turnstile.Turnstile` holds, which keeps accepted jobs unfinished while
+the disk fills, where a real server needed a long clip on the real model.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import re
 import sqlite3
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
@@ -29,7 +36,7 @@ from asrserve.api.uploads import UploadGate, UploadLimits, receive_upload
 from asrserve.bench.corpus import Clip
 from asrserve.drivers.disk import DISK_RESERVE_BYTES, free_bytes
 from asrserve.drivers.sqlite import translated
-from tests.support.api import wait_job
+from tests.support.api import job_status, wait_job
 from tests.support.db import read_db
 from tests.support.faults import (
     FILES,
@@ -39,21 +46,16 @@ from tests.support.faults import (
     SYNC,
     assert_error,
     assert_retry_after,
-    healthy,
     listing,
     upload_files,
-    wait_running,
 )
+from tests.support.inprocess import in_process
 from tests.support.payloads import by_name
 from tests.support.raw_http import BOUNDARY, multipart_head
-from tests.support.servers import Server
-from tests.support.wait import wait_until
-
-slow = pytest.mark.slow
-
+from tests.support.turnstile import Turnstile
 
 # --------------------------------------------------------------------------------------
-# Helpers: mounts, filling a file system, error bodies, raw HTTP
+# Helpers: mounts, filling a file system
 # --------------------------------------------------------------------------------------
 
 
@@ -116,11 +118,6 @@ def integrity(data_dir: Path) -> str:
 
 
 STORE_RETRY = re.compile(r"store failed \((.+?)\); retrying")  # Consumer.durably's warning
-
-
-def full_log(srv: Server) -> str:
-    assert srv.log_path is not None
-    return srv.log_path.read_text(errors="replace")
 
 
 # --------------------------------------------------------------------------------------
@@ -222,11 +219,56 @@ def test_intake_keeps_the_disk_reserve(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Disk full and read-only data dir, on real servers
+# Disk full and read-only data dir under the whole app (in-process, a fake engine)
 # --------------------------------------------------------------------------------------
 
 
-def chunked_upload(client: httpx.Client, path: str, size: int) -> httpx.Response:
+@contextlib.contextmanager
+def app_on(data_dir: Path) -> Iterator[tuple[TestClient, Turnstile]]:
+    """The app over ``data_dir`` (one job claimed at a time), its engine's passes held at
+    a turnstile until the test lets them through."""
+    with in_process(data_dir, {"ASRSERVE_PREFETCH_JOBS": "1"}) as app:
+        (engine,) = app.engines
+        engine.gate = turnstile = Turnstile()
+        try:
+            yield app.client, turnstile
+        finally:
+            turnstile.set()
+
+
+class Watch(logging.Handler):
+    """Sets ``seen`` at the first log record whose message matches ``pattern``."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        super().__init__()
+        self.pattern = pattern
+        self.seen = threading.Event()
+        self.match: re.Match[str] | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = self.pattern.search(record.getMessage())
+        if found is not None and not self.seen.is_set():
+            self.match = found
+            self.seen.set()
+
+
+@contextlib.contextmanager
+def watching(pattern: re.Pattern[str]) -> Iterator[Watch]:
+    watch = Watch(pattern)
+    root = logging.getLogger()
+    root.addHandler(watch)
+    try:
+        yield watch
+    finally:
+        root.removeHandler(watch)
+
+
+def serving(client: httpx2.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get(JOBS).status_code == 200
+
+
+def chunked_upload(client: httpx2.Client, path: str, size: int) -> httpx2.Response:
     """A streamed body without Content-Length, so the server only learns its size as it
     reads."""
 
@@ -242,7 +284,7 @@ def chunked_upload(client: httpx.Client, path: str, size: int) -> httpx.Response
 
 
 def refuse_every_upload(
-    client: httpx.Client, clip: Clip, status: int, code: str, data_dir: Path
+    client: httpx2.Client, clip: Clip, status: int, code: str, data_dir: Path
 ) -> None:
     """Sync, async and Files API uploads all refused with ``status``; nothing stays."""
     before = listing(data_dir)
@@ -257,7 +299,7 @@ def refuse_every_upload(
     assert listing(data_dir) == before
 
 
-def fill_with_files(client: httpx.Client, blob: int) -> tuple[list[str], httpx.Response]:
+def fill_with_files(client: httpx2.Client, blob: int) -> tuple[list[str], httpx2.Response]:
     """Upload ``blob``-byte files through the Files API until one is refused."""
     stored: list[str] = []
     for index in range(64):
@@ -270,32 +312,28 @@ def fill_with_files(client: httpx.Client, blob: int) -> tuple[list[str], httpx.R
     raise AssertionError("the disk never filled")
 
 
-@slow
-def test_disk_full(corpus: list[Clip], make_server: type[Server], tmp_path: Path) -> None:
+def test_disk_full(corpus: list[Clip], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The service's own uploads fill the disk down to its reserve: more uploads get 507,
-    the jobs accepted before keep running and complete. Another process then takes the last
-    byte: still 507, still serving. Space freed: uploads work again; the database is sound."""
+    the jobs accepted before (held at the engine meanwhile) keep running and complete.
+    Another writer then takes the last byte: still 507, still serving. Space freed: uploads
+    work again; the database is sound."""
     clips = by_name(corpus)
     with tmpfs(tmp_path / "data", DISK_RESERVE_BYTES + 40 * MIB) as data_dir:
-        srv = make_server(data_dir, env={"ASRSERVE_PREFETCH_JOBS": "1"}).start()
-        try:
-            with httpx.Client(base_url=srv.url, timeout=120) as client:
-                _disk_full_scenario(srv, client, clips, data_dir)
-        finally:
-            srv.stop()
+        with app_on(data_dir) as (client, turnstile):
+            _disk_full_scenario(client, turnstile, clips, data_dir)
         assert integrity(data_dir) == "ok"
         assert read_db(data_dir, "SELECT * FROM queue") == []
         statuses = read_db(data_dir, "SELECT status, COUNT(*) AS n FROM jobs GROUP BY status")
         assert {row["status"]: row["n"] for row in statuses} == {"succeeded": 6}
-        assert srv.log_path is not None
-        assert "Traceback" not in srv.log_path.read_text(errors="replace")
+        assert "Traceback" not in caplog.text
 
 
 def _disk_full_scenario(
-    srv: Server, client: httpx.Client, clips: dict[str, Clip], data_dir: Path
+    client: TestClient, turnstile: Turnstile, clips: dict[str, Clip], data_dir: Path
 ) -> None:
+    turnstile.hold()  # the device keeps the accepted jobs unfinished until the disk is full
     accepted = []
-    for name in ("long_00.wav", *SHORT_CLIPS):  # the long one keeps the others queued
+    for name in ("long_00.wav", *SHORT_CLIPS):
         resp = client.post(JOBS, files=upload_files(clips[name]))
         assert resp.status_code == 202, resp.text
         accepted.append(resp.json()["id"])
@@ -308,11 +346,12 @@ def _disk_full_scenario(
     error = assert_error(refused, 507, "insufficient_storage")
     assert_retry_after(refused)
     assert "storage is full" in error["message"]
-    unfinished = [i for i in accepted if client.get(f"{JOBS}/{i}").json()["status"] != "succeeded"]
+    unfinished = [i for i in accepted if job_status(client, i) != "succeeded"]
     print(f"\ndisk full after {len(stored)} files; {len(unfinished)} accepted jobs unfinished")
     assert unfinished, "every job finished before the disk filled: nothing was shown"
     refuse_every_upload(client, clips[SHORT_CLIPS[0]], 507, "insufficient_storage", data_dir)
-    healthy(srv, client)
+    serving(client)
+    turnstile.set()
     for job_id in accepted:
         job = wait_job(client, job_id)
         assert job["status"] == "succeeded" and job["result"]["text"].strip(), job
@@ -320,7 +359,7 @@ def _disk_full_scenario(
     filler = fill(data_dir)  # someone else takes the rest: not a byte left
     assert free_bytes(data_dir) < 64 * 1024
     refuse_every_upload(client, clips[SHORT_CLIPS[1]], 507, "insufficient_storage", data_dir)
-    healthy(srv, client)
+    serving(client)
 
     filler.unlink()
     for file_id in stored:
@@ -333,18 +372,19 @@ def _disk_full_scenario(
     assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
 
 
-@slow
-def test_read_only_data_dir(corpus: list[Clip], make_server: type[Server], tmp_path: Path) -> None:
-    """The data dir turns read-only under a running server: uploads get 503 with the
-    reason, the server keeps serving and finishes the job it had accepted; writable again,
-    uploads work. (A read-only bind mount: the database, already open, stays writable.)"""
+def test_read_only_data_dir(corpus: list[Clip], tmp_path: Path) -> None:
+    """The data dir turns read-only under the running service: uploads get 503 with the
+    reason, the service keeps serving and finishes the job it had accepted (held at the
+    engine until then); writable again, uploads work. (A read-only bind mount: the
+    database, already open, stays writable.)"""
     clips = by_name(corpus)
     data_dir = tmp_path / "data"
-    srv = make_server(data_dir, env={"ASRSERVE_PREFETCH_JOBS": "1"}).start()
-    with httpx.Client(base_url=srv.url, timeout=120) as client:
+    with app_on(data_dir) as (client, turnstile):
+        turnstile.hold()
         resp = client.post(JOBS, files=upload_files(clips["long_00.wav"]))
         assert resp.status_code == 202, resp.text
         accepted = resp.json()["id"]
+        turnstile.until_waiting()  # its first window is at the engine: the job runs
         with read_only(data_dir):
             with pytest.raises(OSError, match="Read-only"):
                 (data_dir / "probe").touch()
@@ -358,40 +398,40 @@ def test_read_only_data_dir(corpus: list[Clip], make_server: type[Server], tmp_p
                 assert "Read-only file system" in error["message"], error
                 assert_retry_after(resp)
             assert listing(data_dir) == before
-            healthy(srv, client)
+            serving(client)
+            turnstile.set()
             job = wait_job(client, accepted)
             assert job["status"] == "succeeded", job
         resp = client.post(SYNC, files=upload_files(clips[SHORT_CLIPS[0]]))
         assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
-    srv.stop()
     assert integrity(data_dir) == "ok"
 
 
-@slow
-def test_jobs_survive_the_disk_filling_under_them(
-    corpus: list[Clip], make_server: type[Server], tmp_path: Path
-) -> None:
-    """Another process fills the disk to the last byte while jobs run: storing the running
-    job's result fails, and is retried until space is freed; then the accepted jobs all
-    complete, without a restart."""
+def test_jobs_survive_the_disk_filling_under_them(corpus: list[Clip], tmp_path: Path) -> None:
+    """Another writer fills the disk to the last byte while a job runs (held at the engine
+    until then): storing its result fails, and is retried until space is freed; then the
+    accepted jobs all complete, without a restart."""
     clips = by_name(corpus)
-    with tmpfs(tmp_path / "data", DISK_RESERVE_BYTES + 16 * MIB) as data_dir:
-        srv = make_server(data_dir, env={"ASRSERVE_PREFETCH_JOBS": "1"}).start()
-        try:
-            with httpx.Client(base_url=srv.url, timeout=60) as client:
-                ids = []
-                for name in ("long_00.wav", *SHORT_CLIPS):
-                    resp = client.post(JOBS, files=upload_files(clips[name]))
-                    assert resp.status_code == 202, resp.text
-                    ids.append(resp.json()["id"])
-                wait_running(client, ids[0])
-                filler = fill(data_dir)
-                failed = wait_until(lambda: STORE_RETRY.search(full_log(srv)), 120, srv.log)
-                print(f"\nwith the disk full: {failed[0]}")
-                # not stored: the job is still running, its result held in memory
-                assert client.get(f"{JOBS}/{ids[0]}").json()["status"] == "running"
-                filler.unlink()
-                for job_id in ids:
-                    assert wait_job(client, job_id, timeout=20)["status"] == "succeeded"
-        finally:
-            srv.stop()
+    with (
+        tmpfs(tmp_path / "data", DISK_RESERVE_BYTES + 16 * MIB) as data_dir,
+        app_on(data_dir) as (client, turnstile),
+        watching(STORE_RETRY) as retried,
+    ):
+        turnstile.hold()
+        ids = []
+        for name in ("long_00.wav", *SHORT_CLIPS):
+            resp = client.post(JOBS, files=upload_files(clips[name]))
+            assert resp.status_code == 202, resp.text
+            ids.append(resp.json()["id"])
+        turnstile.until_waiting()  # the first job's first window is at the engine
+        assert job_status(client, ids[0]) == "running"
+        filler = fill(data_dir)
+        turnstile.set()
+        assert retried.seen.wait(120), "storing the result never failed"
+        assert retried.match is not None
+        print(f"\nwith the disk full: {retried.match[0]}")
+        # not stored: the job is still running, its result held in memory
+        assert job_status(client, ids[0]) == "running"
+        filler.unlink()
+        for job_id in ids:
+            assert wait_job(client, job_id, timeout=20)["status"] == "succeeded"

@@ -1,18 +1,31 @@
-"""The service's transcription and jobs API as the end-to-end tests drive it over HTTP."""
+"""The service's transcription and jobs API as the tests drive it over HTTP: a real server's
+(``httpx``) or the in-process app's (``TestClient``, an ``httpx2`` client)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import httpx
+import httpx2
 
 from tests.support.wait import wait_until
 
+Client = httpx.Client | httpx2.Client
+Response = httpx.Response | httpx2.Response
 
+
+@overload
 def transcribe(
-    client: httpx.Client, path: Path, response_format: str = "json", **fields: str
-) -> httpx.Response:
+    client: httpx.Client, path: Path, response_format: str = ..., **fields: str
+) -> httpx.Response: ...
+@overload
+def transcribe(
+    client: httpx2.Client, path: Path, response_format: str = ..., **fields: str
+) -> httpx2.Response: ...
+def transcribe(
+    client: Client, path: Path, response_format: str = "json", **fields: str
+) -> Response:
     with path.open("rb") as audio:
         return client.post(
             "/v1/audio/transcriptions",
@@ -21,7 +34,7 @@ def transcribe(
         )
 
 
-def transcribe_text(client: httpx.Client, path: Path) -> str:
+def transcribe_text(client: Client, path: Path) -> str:
     response = transcribe(client, path)
     assert response.status_code == 200, response.text
     text = response.json()["text"]
@@ -29,7 +42,7 @@ def transcribe_text(client: httpx.Client, path: Path) -> str:
     return text
 
 
-def submit_job(client: httpx.Client, path: Path, **fields: str) -> dict[str, Any]:
+def submit_job(client: Client, path: Path, **fields: str) -> dict[str, Any]:
     """POST /v1/jobs: the 202 answers the job as it was queued."""
     with path.open("rb") as audio:
         response = client.post("/v1/jobs", files={"file": (path.name, audio)}, data=fields)
@@ -40,8 +53,14 @@ def submit_job(client: httpx.Client, path: Path, **fields: str) -> dict[str, Any
     return job
 
 
+def job_status(client: Client, job_id: str) -> str:
+    status = client.get(f"/v1/jobs/{job_id}").json()["status"]
+    assert isinstance(status, str)
+    return status
+
+
 def wait_job(
-    client: httpx.Client, job_id: str, wait: float = 30.0, timeout: float = 240.0
+    client: Client, job_id: str, wait: float = 30.0, timeout: float = 240.0
 ) -> dict[str, Any]:
     """The job once it has ended, long-polling (``wait`` s a request)."""
 

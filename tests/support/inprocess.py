@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 from asrserve.api.app import create_app
 from asrserve.engine.base import Engine
 from asrserve.engine.registry import served_models
+from asrserve.inference.runtime import EngineFactory
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine
 
@@ -42,15 +43,24 @@ def settings_for(data_dir: Path, env: Mapping[str, str]) -> Settings:
 
 
 @contextlib.contextmanager
+def served(data_dir: Path, env: Mapping[str, str], engines: EngineFactory) -> Iterator[TestClient]:
+    """The app over ``data_dir`` (settings as a server started with ``env`` reads them), its
+    replicas from ``engines`` (fakes that do more than :class:`FakeEngine`, several devices,
+    or the real loader, for what only the real models show), started until the block ends."""
+    app = create_app(settings_for(data_dir, env), engine_factory=engines)
+    with TestClient(app, base_url=URL, raise_server_exceptions=False) as client:
+        yield client
+
+
+@contextlib.contextmanager
 def in_process(data_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[InProcess]:
-    """The app over ``data_dir``, started (its lifespan run) until the block ends."""
-    settings = settings_for(data_dir, env or {})
+    """The app over ``data_dir`` with a :class:`FakeEngine` of each served model, started (its
+    lifespan run) until the block ends."""
     engines: list[FakeEngine] = []
 
     def fakes(settings: Settings) -> list[dict[str, Engine]]:
         engines.extend(FakeEngine(model_id=model.id) for model in served_models(settings))
         return [{engine.model_id: engine for engine in engines}]
 
-    app = create_app(settings, engine_factory=fakes)
-    with TestClient(app, base_url=URL, raise_server_exceptions=False) as client:
+    with served(data_dir, env or {}, fakes) as client:
         yield InProcess(client, engines)
