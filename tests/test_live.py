@@ -1,5 +1,6 @@
 """Live transcription end to end: a real WebSocket client speaking OpenAI's realtime
-transcription events to the real server and model, replaying recordings at real-time pace,
+transcription events to the real server and model, replaying recordings at real-time pace
+(a speaker who never pauses, on a server of its own with short turns, up to 8 s ahead of it),
 and the clients a live session must end."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,11 @@ Event = dict[str, Any]
 # A turn longer than this gets interim text before it completes: interim decodes come every
 # second of new audio (ASRSERVE_LIVE_INTERIM_S), and two in a row that agree make a delta.
 INTERIM_AFTER_MS = 2000
-MAX_TURN_MS = 15000  # ASRSERVE_LIVE_MAX_TURN_S's default
+# The never-pausing speaker's server cuts turns at 5 s (ASRSERVE_LIVE_MAX_TURN_S's least),
+# its 8 s of speech sent up to LEAD_S ahead of real time (ASRSERVE_LIVE_BURST_S, 10 s, allows
+# that): cutting reads the audio, not the clock.
+MAX_TURN_MS = 5000
+LEAD_S = 8.0
 
 
 def session(server: Server) -> ClientConnection:
@@ -46,10 +52,11 @@ def append(audio: bytes) -> str:
     )
 
 
-def replay(ws: ClientConnection, audio: bytes, rate: int, frame_ms: int) -> None:
-    """Send ``audio`` in frames of ``frame_ms``, each when it would have been spoken."""
+def replay(ws: ClientConnection, audio: bytes, rate: int, frame_ms: int, lead_s: float) -> None:
+    """Send ``audio`` in frames of ``frame_ms``, each when it would have been spoken, less
+    ``lead_s`` (0: at real-time pace)."""
     step = rate * frame_ms // 1000 * 2
-    start = time.monotonic()
+    start = time.monotonic() - lead_s
     for at in range(0, len(audio), step):
         ws.send(append(audio[at : at + step]))
         spoken = (at + step) / 2 / rate
@@ -64,7 +71,9 @@ def events_until_quiet(ws: ClientConnection, quiet_s: float) -> Iterator[Event]:
             return
 
 
-def live_text(server: Server, samples: np.ndarray, rate: int, frame_ms: int) -> list[Event]:
+def live_text(
+    server: Server, samples: np.ndarray, rate: int, frame_ms: int, lead_s: float = 0.0
+) -> list[Event]:
     """Every server event of one session that replays ``samples`` (then 2 s of silence)."""
     with session(server) as ws:
         created = json.loads(ws.recv(timeout=10))
@@ -77,7 +86,7 @@ def live_text(server: Server, samples: np.ndarray, rate: int, frame_ms: int) -> 
                 )
             )
         silence = np.zeros(2 * 16000, dtype=np.float32)
-        replay(ws, pcm16(np.concatenate([samples, silence]), rate), rate, frame_ms)
+        replay(ws, pcm16(np.concatenate([samples, silence]), rate), rate, frame_ms, lead_s)
         return [created, *events_until_quiet(ws, 3.0)]
 
 
@@ -120,21 +129,23 @@ def long_turns_without_interim_text(events: list[Event]) -> tuple[list[str], lis
 
 def test_live_turns_from_recordings_at_real_time_pace(server: Server, corpus: list[Clip]) -> None:
     """JFK at 24 kHz in 100 ms frames (OpenAI's format) and a corpus clip at 16 kHz in
-    20 ms frames: server VAD cuts turns at the pauses, each turn completes in order, and
-    the text is the speech (WER against the references; the comparison with the same
-    audio sent as files is in docs/benchmarks.md). Every JFK turn longer than 2 s shows
-    interim text before it completes. (Not asked of the corpus clip: its second turn's
-    interim decodes disagree on the first word, "Where is it?" then "Birds were…", and
-    local agreement shows nothing until two agree; docs/live.md.)"""
+    20 ms frames, as two sessions at once: server VAD cuts turns at the pauses, each turn
+    completes in order, and the text is the speech (WER against the references; the
+    comparison with the same audio sent as files is in docs/benchmarks.md). Every JFK turn
+    longer than 2 s shows interim text before it completes. (Not asked of the corpus clip: its
+    second turn's interim decodes disagree on the first word, "Where is it?" then "Birds
+    were…", and local agreement shows nothing until two agree; docs/live.md.)"""
     refs = json.loads((REAL_SPEECH / "references.json").read_text())
     clip = min(corpus[:-1], key=lambda c: abs(c.duration - 8.0))
     spoken = [
         (decode(JFK, 60), 24000, 100, refs["jfk.flac"]),
         (decode(clip.path, 60), 16000, 20, clip.text),
     ]
+    with ThreadPoolExecutor(len(spoken)) as pool:
+        sessions = [pool.submit(live_text, server, *one[:3]) for one in spoken]
+        heard_events = [session.result() for session in sessions]
     said, heard = [], []
-    for samples, rate, frame_ms, reference in spoken:
-        events = live_text(server, samples, rate, frame_ms)
+    for (_, rate, _, reference), events in zip(spoken, heard_events, strict=True):
         turns = check_turns(events)
         if rate == 24000:
             long_turns, silent = long_turns_without_interim_text(events)
@@ -198,23 +209,27 @@ def test_a_session_ends_clients_that_break_the_rules(server: Server) -> None:
         assert error["type"] == "error" and error["error"]["code"] == "invalid_intent"
 
 
-def test_a_speaker_who_never_pauses_is_cut_at_pauses(server: Server, tmp_path: Path) -> None:
-    """40 s of espeak-ng sentences without a pause as long as ``silence_duration_ms`` (its
+def test_a_speaker_who_never_pauses_is_cut_at_pauses(
+    make_server: type[Server], tmp_path: Path
+) -> None:
+    """8 s of espeak-ng sentences without a pause as long as ``silence_duration_ms`` (its
     longest is under 0.5 s): server VAD never ends the turn, so it is cut at its best pause
-    every ``ASRSERVE_LIVE_MAX_TURN_S`` (15 s). Each turn's speech is at most that long (plus
-    one 100 ms frame: the length is checked after each append); each cut falls in a pause
-    (espeak-ng's pauses are silent: the 100 ms around the cut is) and the next turn's speech
-    starts after it; the turns, joined, are the text (a mid-word cut would break words); each
-    turn's deltas, joined, are its transcript."""
+    every ``ASRSERVE_LIVE_MAX_TURN_S`` (5 s here). Each turn's speech is at most that long
+    (plus one 100 ms frame: the length is checked after each append); each cut falls in a
+    pause (espeak-ng's pauses are silent: the 100 ms around the cut is) and the next turn's
+    speech starts after it; the turns, joined, are the text (a mid-word cut would break
+    words); each turn's deltas, joined, are its transcript."""
+    env = {"ASRSERVE_LIVE_MAX_TURN_S": str(MAX_TURN_MS / 1000)}
+    server = make_server(tmp_path / "data", env=env).start()
     wav = tmp_path / "talker.wav"
-    text = " ".join(SENTENCES[:14])
+    text = " ".join(SENTENCES[:4])
     subprocess.run(["espeak-ng", "-v", "en-us", "-s", "160", "-w", str(wav), text], check=True)
     samples = decode(wav, 120)
-    events = live_text(server, samples, 24000, 100)
+    events = live_text(server, samples, 24000, 100, LEAD_S)
     turns = check_turns(events)
     starts = [e["audio_start_ms"] for e in events if e["type"].endswith("speech_started")]
     ends = [e["audio_end_ms"] for e in events if e["type"].endswith("speech_stopped")]
-    assert len(turns) == 3, (turns, starts, ends)  # 40 s: two cuts
+    assert len(turns) == 3, (turns, starts, ends)  # 8 s: two cuts
     assert all(end - start <= MAX_TURN_MS + 100 for start, end in zip(starts, ends, strict=True))
     cuts = ends[:-1]
     assert all(cut <= start for cut, start in zip(cuts, starts[1:], strict=True))

@@ -5,6 +5,7 @@ after the restarts every job completes exactly once."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,19 @@ def refuses_connections(srv: Server) -> bool:
     return False
 
 
-def sigterm(srv: Server, grace: float) -> None:
-    """SIGTERM: new connections are refused while the process still drains; then it exits
-    cleanly."""
+def status_of(data_dir: Path, job_id: str) -> str:
+    (row,) = read_db(data_dir, "SELECT status FROM jobs WHERE id = ?", (job_id,))
+    return str(row["status"])
+
+
+def sigterm(srv: Server, grace: float, draining: Callable[[], None] | None = None) -> None:
+    """SIGTERM: new connections are refused while the process still drains (``draining``
+    checks what it holds then); then it exits cleanly."""
     assert srv.proc is not None
     srv.proc.send_signal(signal.SIGTERM)
     wait_until(lambda: refuses_connections(srv), 30, "connections to be refused", every=0.02)
+    if draining is not None:
+        draining()
     if grace > 0:
         assert srv.proc.poll() is None, "exited before the drain could be seen"
     # uvicorn re-raises the signal once it has shut down cleanly
@@ -60,12 +68,14 @@ def sigterm(srv: Server, grace: float) -> None:
 def test_sigterm_drains_in_flight_and_keeps_the_rest(
     corpus: list[Clip], make_server: type[Server], tmp_path: Path
 ) -> None:
-    """SIGTERM stops new connections at once, lets the job in flight finish within the grace
-    period and leaves the queued ones queued. With no grace left the running job is handed
-    back instead. After the restarts every job completes exactly once."""
+    """SIGTERM stops new connections at once, lets the job in flight (still running once the
+    listener is closed) finish within the grace period and leaves the queued ones queued.
+    With no grace left the running job is handed back instead. After the restarts every job
+    completes exactly once."""
     clips = by_name(corpus)
     data_dir = tmp_path / "data"
-    names = ("long_00.wav", "long_00.wav", "clip_05.wav", "clip_06.flac", "clip_08.ogg")
+    # the two that are running at a SIGTERM: 20-26 s of speech, a window each
+    names = ("clip_04.m4a", "clip_01.flac", "clip_05.wav", "clip_06.flac", "clip_08.ogg")
     env = {"ASRSERVE_PREFETCH_JOBS": "1", "ASRSERVE_SHUTDOWN_GRACE_S": "60"}
     first = make_server(data_dir, env=env).start()
     with httpx.Client(base_url=first.url, timeout=60) as client:
@@ -75,7 +85,11 @@ def test_sigterm_drains_in_flight_and_keeps_the_rest(
             assert resp.status_code == 202, resp.text
             ids.append(resp.json()["id"])
         wait_running(client, ids[0])
-    sigterm(first, 60)
+
+    def first_in_flight() -> None:  # still running once the listener is closed: drained
+        assert status_of(data_dir, ids[0]) == "running", jobs_at_rest(data_dir)[ids[0]]
+
+    sigterm(first, 60, first_in_flight)
     rest = jobs_at_rest(data_dir)
     assert rest[ids[0]] == {**rest[ids[0]], "status": "succeeded", "attempts": 1}
     for job_id in ids[1:]:

@@ -1,9 +1,10 @@
-"""Subtitles people can read, end to end: the real model on the corpus's long file (over two
-minutes of speech) behind a real server, asked for subtitles over plain HTTP as
-``/v1/jobs/{id}/transcript?format=srt|vtt``, ``/v1/audio/transcriptions`` and
-whisper-asr-webservice's ``/asr``, with the default limits and tighter ones: every cue within
-its limits, cue times monotonic and inside the audio, and the cues' text, joined, the text of
-the same job's transcript. Shaping where it has no effect is a 400 naming the parameter."""
+"""Subtitles people can read, end to end: the real model behind a real server, asked for
+subtitles over plain HTTP as ``/v1/jobs/{id}/transcript?format=srt|vtt`` (the corpus's long
+file, over two minutes of speech), ``/v1/audio/transcriptions`` and whisper-asr-webservice's
+``/asr`` (JFK: what those routes add is taking the shaping as form fields and query
+parameters), with the default limits and tighter ones: every cue within its limits, cue times
+monotonic and inside the audio, and the cues' text, joined, the text of the same job's
+transcript. Shaping where it has no effect is a 400 naming the parameter."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import httpx
 import openai
 import pytest
 
+from asrserve.audio.decode import decode
 from asrserve.bench.corpus import Clip
+from asrserve.engine.base import SAMPLING_RATE
 from asrserve.subtitles import CueLimits
 from tests.support.api import submit_job, transcribe, wait_job
 from tests.support.servers import JFK, Server
@@ -82,7 +85,12 @@ def job_text(http: httpx.Client, job_id: str) -> str:
     response = http.get(f"/v1/jobs/{job_id}/transcript", params={"format": "json"})
     assert response.status_code == 200, response.text
     text: str = response.json()["text"]
-    assert len(text.split()) > 200, text
+    return text
+
+
+def jfk_text(http: httpx.Client, job_id: str) -> str:
+    text = job_text(http, job_id)
+    assert "fellow Americans" in text, text
     return text
 
 
@@ -94,6 +102,7 @@ def test_subtitles_of_a_long_file_are_cut_within_their_limits(
     job = wait_job(http, submit_job(http, long_clip.path, response_format="srt")["id"])
     assert job["status"] == "succeeded" and job["options"]["word_timestamps"] is True, job
     text = job_text(http, job["id"])
+    assert len(text.split()) > 200, text
     url = f"/v1/jobs/{job['id']}/transcript"
     shown: dict[tuple[str, bool], list[Cue]] = {}
     for fmt, parse in (("srt", parse_srt), ("vtt", parse_vtt)):
@@ -117,25 +126,30 @@ def test_subtitles_of_a_long_file_are_cut_within_their_limits(
     plain = {(cue.text) for cue in shown["vtt", True]}
     assert {re.sub("</?u>", "", cue.text) for cue in karaoke} == plain
 
-    # the synchronous route through the openai client, shaping as extra form fields
+
+def test_the_sync_route_and_asr_take_shaping_with_the_upload(http: httpx.Client) -> None:
+    """The tight limits given with the upload, not at fetch: as extra form fields of the
+    synchronous route (through the openai client) and as ``/asr``'s query parameters. JFK's
+    segments run past four words, so unshaped cues would not pass the check."""
+    duration = decode(JFK, 60).shape[0] / SAMPLING_RATE
     base_url = f"{str(http.base_url).rstrip('/')}/v1"
     with (
         openai.OpenAI(base_url=base_url, api_key="x", max_retries=0, timeout=600.0) as client,
-        long_clip.path.open("rb") as audio,
+        JFK.open("rb") as audio,
     ):
         answer = client.audio.transcriptions.create(
             model="whisper-1", file=audio, response_format="srt", extra_body=TIGHT
         )
-    sync = newest_job(http, long_clip.path.name)
-    check(parse_srt(answer), TIGHT_LIMITS, duration, job_text(http, sync["id"]))
+    sync = newest_job(http, JFK.name)
+    check(parse_srt(answer), TIGHT_LIMITS, duration, jfk_text(http, sync["id"]))
 
     # whisper-asr-webservice's /asr, shaping as query parameters
-    with long_clip.path.open("rb") as audio:
-        files = {"audio_file": (long_clip.path.name, audio)}
+    with JFK.open("rb") as audio:
+        files = {"audio_file": (JFK.name, audio)}
         response = http.post("/asr", params={"output": "srt", **TIGHT}, files=files)
     assert response.status_code == 200, response.text
-    peer = newest_job(http, long_clip.path.name)
-    check(parse_srt(response.text), TIGHT_LIMITS, duration, job_text(http, peer["id"]))
+    peer = newest_job(http, JFK.name)
+    check(parse_srt(response.text), TIGHT_LIMITS, duration, jfk_text(http, peer["id"]))
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
