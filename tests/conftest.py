@@ -49,7 +49,8 @@ def engine() -> Engine:
     from asrserve.engine import loading
     from asrserve.settings import Settings
 
-    return loading.load(Settings())[0]["tiny.en"]
+    settings = Settings()
+    return loading.load(settings, settings.model_cache)[0]["tiny.en"]
 
 
 @pytest.fixture(scope="session")

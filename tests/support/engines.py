@@ -86,7 +86,7 @@ def ctranslate2(model: str, cache: Path, compute_type: str = "default") -> Engin
         cpu_threads=2,
         compute_type=compute_type,
     )
-    return loading.load(settings)[0][model]
+    return loading.load(settings, settings.model_cache)[0][model]
 
 
 def transformers(model: str, cache: Path) -> Engine:
@@ -102,4 +102,4 @@ def transformers(model: str, cache: Path) -> Engine:
         cpu_threads=1,
         offline=True,
     )
-    return loading.load(settings)[0][model]
+    return loading.load(settings, settings.model_cache)[0][model]

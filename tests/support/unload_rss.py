@@ -24,7 +24,8 @@ def rss_mib() -> float:
 
 
 def main(cycles: int) -> None:
-    engine = load(Settings(cpu_replicas=1, cpu_threads=2))[0]["tiny.en"]  # sole holder
+    settings = Settings(cpu_replicas=1, cpu_threads=2)
+    engine = load(settings, settings.model_cache)[0]["tiny.en"]  # sole holder
     assert isinstance(engine, FasterWhisperEngine)
     audio = decode(JFK, 60.0)
 

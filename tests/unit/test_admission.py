@@ -212,9 +212,10 @@ class TestRedisAdmission(AdmissionContract):
         self, registry: WorkerRegistry, redis_client: aioredis.Redis
     ) -> Callable[[Settings], Nodes]:
         def nodes(settings: Settings) -> Nodes:
+            prefix = settings.redis_prefix
             return (
-                RedisAdmission(settings, redis_client, registry),
-                RedisAdmission(settings, redis_client, registry),
+                RedisAdmission(settings, redis_client, prefix, registry),
+                RedisAdmission(settings, redis_client, prefix, registry),
             )
 
         return nodes

@@ -140,8 +140,8 @@ def test_redis_backlog_ends_at_zero(
     client = connect(redis_url)
     prefix = f"ledger{next(_prefixes)}"
     try:
-        settings = Settings(redis_prefix=prefix)
-        admission = RedisAdmission(settings, client, RedisRegistry(client, prefix, lease_s=30.0))
+        registry = RedisRegistry(client, prefix, lease_s=30.0)
+        admission = RedisAdmission(SETTINGS, client, prefix, registry)
         ledger = Ledger(RedisJobStore(client, prefix, 3600.0), admission)
         run(ledger.play(steps))
         assert_empty(run(ledger.admission.view()))

@@ -20,6 +20,7 @@ from asrserve.bench.corpus import write_wav
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.files.models import FilePurpose, StoredFile
+from asrserve.files.store import FileStore
 from asrserve.jobs.models import JobStatus
 from asrserve.service.batch_runner import CANCEL_STEP, BatchRunner
 from asrserve.service.files import Files
@@ -82,6 +83,12 @@ def stored_files(files_dir: Path) -> list[StoredFile]:
     return records
 
 
+def files_of(settings: Settings, store: FileStore) -> Files:
+    """The Files service as the app wires it from ``settings``."""
+    files_dir, most = settings.files_dir, settings.max_job_upload_bytes
+    return Files(settings, store, files_dir=files_dir, max_job_upload_bytes=most)
+
+
 def test_a_batch_being_cancelled_leaves_turns_to_another_owners(tmp_path: Path) -> None:
     """6000 jobs of one owner's batch are cancelled 2000 at a time; the other owner's
     1-line batch, created once the cancel began, is validated before the last step (it
@@ -96,7 +103,7 @@ def test_a_batch_being_cancelled_leaves_turns_to_another_owners(tmp_path: Path) 
         ids = {"big": "batch_1", "small": "batch_2"}  # the order the runner reads them in
         for record in records:
             await backend.files.put(record)
-        runner = BatchRunner(service, backend.batches, Files(settings, backend.files), CATALOG)
+        runner = BatchRunner(service, backend.batches, files_of(settings, backend.files), CATALOG)
         now = int(time.time())
 
         async def create(owner: str) -> None:
@@ -158,7 +165,7 @@ def test_a_batch_refused_in_validation_is_announced_as_ended(tmp_path: Path) -> 
             ended.append(batch)
             announced.set()
 
-        files = Files(settings, backend.files)
+        files = files_of(settings, backend.files)
         runner = BatchRunner(service, backend.batches, files, CATALOG, on_end)
         batch = Batch(id="batch_bad", input_file_id="file-in-bad", expires_at=int(time.time()) + 60)
         await backend.batches.create(batch)

@@ -67,6 +67,12 @@ class BlobsContract:
         assert run(read(blobs, second)) == b"other"
 
 
+def redis_blobs(settings: Settings, client: aioredis.Redis) -> RedisBlobs:
+    """Redis blobs as the distributed backend wires them from ``settings``."""
+    shared, audio = settings.shared_audio_dir, settings.audio_dir
+    return RedisBlobs(settings, client, shared_audio_dir=shared, audio_dir=audio)
+
+
 class TestLocalBlobs(BlobsContract):
     @pytest.fixture
     def blobs(self, settings: Settings) -> Blobs:
@@ -80,7 +86,7 @@ class TestLocalBlobs(BlobsContract):
 class TestRedisBlobs(BlobsContract):
     @pytest.fixture
     def blobs(self, settings: Settings, redis_client: aioredis.Redis) -> Blobs:
-        return RedisBlobs(settings, redis_client)
+        return redis_blobs(settings, redis_client)
 
     def test_small_audio_travels_in_redis(
         self, blobs: Blobs, settings: Settings, redis_client: aioredis.Redis, run: Run
@@ -103,7 +109,7 @@ class TestRedisBlobs(BlobsContract):
             redis_prefix="test",
             redis_blob_max_bytes=len(AUDIO) - 1,
         )
-        blobs = RedisBlobs(settings, redis_client)
+        blobs = redis_blobs(settings, redis_client)
         audio_path = run(blobs.keep("job_1", upload(settings, "job_1"), len(AUDIO)))
         assert audio_path == str(tmp_path / "shared" / "audio" / "job_1")
         assert files_under(settings.data_dir) == []

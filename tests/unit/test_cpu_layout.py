@@ -8,9 +8,14 @@ from typing import Any, cast
 import pytest
 
 from asrserve.engine import loading, whisper
+from asrserve.engine.base import Engine
 from asrserve.engine.layout import MAX_AUTO_REPLICAS, Layout, cpu_layout
 from asrserve.engine.whisper import FasterWhisperEngine
 from asrserve.settings import Settings
+
+
+def _load(settings: Settings) -> list[dict[str, Engine]]:
+    return loading.load(settings, settings.model_cache)
 
 
 @pytest.mark.parametrize(
@@ -43,7 +48,7 @@ def test_cpu_replicas_share_one_copy_of_the_weights() -> None:
     """Two replicas of tiny.en: one set of weights, held while either replica holds it."""
     first, second = (
         cast(FasterWhisperEngine, engines["tiny.en"])
-        for engines in loading.load(Settings(cpu_replicas=2, cpu_threads=1))
+        for engines in _load(Settings(cpu_replicas=2, cpu_threads=1))
     )
     weights = first.weights
     assert second.weights is weights
@@ -75,7 +80,7 @@ def test_a_replica_whose_weights_ctranslate2_kept_still_reads_as_loaded(
     """An unload that gave up left the weights in memory while /v1/models said not loaded
     and the log said released (issue 45)."""
     caplog.set_level(logging.INFO, logger=whisper.__name__)
-    [engines] = loading.load(Settings(cpu_replicas=1, cpu_threads=1))
+    [engines] = _load(Settings(cpu_replicas=1, cpu_threads=1))
     engine = cast(FasterWhisperEngine, engines["tiny.en"])
     real = engine.weights.model.model
     monkeypatch.setattr(whisper, "_UNLOAD_RETRIES", (0.0,))

@@ -99,10 +99,11 @@ def test_a_transformers_checkpoint_is_a_model_only_the_transformers_engine_runs(
     folder = transformers_checkpoint(tmp_path / "whisper-base")
     source = resolve(str(folder), cache_dir=tmp_path, offline=True)
     assert (source.id, source.format) == ("whisper-base", TRANSFORMERS)
-    served = loading.catalog(Settings(engine="transformers", models=(str(folder),)))
+    settings = Settings(engine="transformers", models=(str(folder),))
+    served = loading.catalog(settings, settings.model_cache)
     assert [(m.id, m.multilingual, m.weights_bytes) for m in served] == [("whisper-base", True, 7)]
     with pytest.raises(ModelNotFoundError, match="ASRSERVE_ENGINE=transformers"):
-        ctranslate2_catalog(Settings(models=(str(folder),)))
+        ctranslate2_catalog(settings, settings.model_cache)
 
 
 def test_a_ctranslate2_model_is_described_alike_by_both_engines(tmp_path: Path) -> None:
@@ -110,7 +111,8 @@ def test_a_ctranslate2_model_is_described_alike_by_both_engines(tmp_path: Path) 
     shutil.copytree(bundled_model_path(), folder)
     assert resolve(str(folder), cache_dir=tmp_path, offline=True).format == CTRANSLATE2
     settings = Settings(models=(str(folder),))
-    assert loading.catalog(settings) == ctranslate2_catalog(settings)
+    cache = settings.model_cache
+    assert loading.catalog(settings, cache) == ctranslate2_catalog(settings, cache)
 
 
 @pytest.mark.parametrize("engine", ["ctranslate2", "transformers"])
@@ -118,7 +120,8 @@ def test_a_folder_of_neither_kind_is_refused_alike(tmp_path: Path, engine: str) 
     (tmp_path / "config.json").write_text("{}", encoding="utf-8")
     settings = Settings(engine=engine, models=(str(tmp_path),))
     with pytest.raises(ModelNotFoundError, match=r"missing: model\.bin\) nor a transformers one"):
-        loading.catalog(settings) if engine == "transformers" else ctranslate2_catalog(settings)
+        catalog = loading.catalog if engine == "transformers" else ctranslate2_catalog
+        catalog(settings, settings.model_cache)
 
 
 def test_a_transformers_repo_in_the_hub_cache_resolves_offline(tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ def test_a_model_directory_is_resolved_with_its_own_keep_alive(tmp_path: Path) -
     for name in ("model.bin", "config.json"):
         (folder / name).write_bytes(b"{}")
     settings = Settings(models=f"{folder}:keep_alive=1m", data_dir=tmp_path / "data")
-    (source,) = resolve_models(settings)
+    (source,) = resolve_models(settings, settings.model_cache)
     assert (source.id, source.path, source.keep_alive) == ("mine", folder, 60.0)
 
 

@@ -161,14 +161,14 @@ def test_a_directory_is_served_by_its_name_or_model_id(tmp_path: Path) -> None:
     assert resolve(str(folder), cache_dir=tmp_path, offline=True) == ModelSource(
         str(folder), "my-model", folder, "directory"
     )
-    (source,) = resolve_models(Settings(model=folder, model_id="whisper-x"))
+    (source,) = resolve_models(Settings(model=folder, model_id="whisper-x"), tmp_path)
     assert source.id == "whisper-x"
 
 
 def test_models_resolve_in_order_from_every_source(tmp_path: Path) -> None:
     hub_cache(tmp_path, "Systran/faster-whisper-small.en")
     settings = Settings(models=("tiny.en", "small.en"), model_cache_dir=tmp_path, offline=True)
-    assert [(s.id, s.origin) for s in resolve_models(settings)] == [
+    assert [(s.id, s.origin) for s in resolve_models(settings, tmp_path)] == [
         ("tiny.en", "package"),
         ("small.en", "hub"),
     ]
@@ -177,7 +177,7 @@ def test_models_resolve_in_order_from_every_source(tmp_path: Path) -> None:
 def test_two_models_served_under_one_id_are_an_error(tmp_path: Path) -> None:
     one, two = fake_model(tmp_path / "a" / "m"), fake_model(tmp_path / "b" / "m")
     with pytest.raises(ModelNotFoundError, match="would all be served as 'm'"):
-        resolve_models(Settings(models=(str(one), str(two)), model_cache_dir=tmp_path))
+        resolve_models(Settings(models=(str(one), str(two))), tmp_path)
 
 
 def test_size_names_map_to_the_repos_faster_whisper_uses() -> None:

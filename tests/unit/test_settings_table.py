@@ -53,6 +53,8 @@ def test_a_group_is_a_type_the_settings_are() -> None:
 
 def test_the_simulator_runs_the_service_as_its_settings_configure_it() -> None:
     """tune's simulated service takes its defaults from the settings, not copies of them."""
-    assert SimulatedService() == SimulatedService.of(Settings(), devices=1)
-    tuned = SimulatedService.of(Settings(offline_holdoff_ms=50.0, prefetch_jobs=4), devices=2)
+    defaults = Settings()
+    assert SimulatedService() == SimulatedService.of(defaults, 1, defaults.windows)
+    settings = Settings(offline_holdoff_ms=50.0, prefetch_jobs=4)
+    tuned = SimulatedService.of(settings, 2, settings.windows)
     assert (tuned.offline_holdoff, tuned.prefetch, tuned.devices) == (0.05, 4, 2)

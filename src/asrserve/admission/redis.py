@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from asrserve.admission.base import Admission, Backlog, Held
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.jobs.models import Job
-from asrserve.settings import Settings
+from asrserve.settings.admission import AdmissionSettings
 from asrserve.vocabulary import Priority
 
 # KEYS[1]: the hash; ARGV: the audio seconds, then field pairs (jobs, audio_s) to take one
@@ -44,11 +44,15 @@ def _fields(priority: Priority, owner: str | None = None) -> tuple[str, str]:
 
 class RedisAdmission(Admission):
     def __init__(
-        self, settings: Settings, client: aioredis.Redis, registry: WorkerRegistry
+        self,
+        settings: AdmissionSettings,
+        client: aioredis.Redis,
+        prefix: str,
+        registry: WorkerRegistry,
     ) -> None:
         super().__init__(settings, registry)
         self._client = client
-        self._key = f"{settings.redis_prefix}:admission"
+        self._key = f"{prefix}:admission"
         self._subtract = client.register_script(SUBTRACT)
 
     async def backlog(self, priority: Priority) -> Backlog:

@@ -22,7 +22,7 @@ from asrserve.auth.keys import ApiKey, KeyStore, hash_secret
 from asrserve.auth.limits import RateLimiter
 from asrserve.auth.principal import OPEN, Principal
 from asrserve.errors import AsrError, Forbidden, RateLimited, Unauthenticated
-from asrserve.settings import Settings
+from asrserve.settings.admission import AdmissionSettings
 
 ADMIN_PATHS = frozenset({"/metrics", "/v1/scheduler", "/v1/dashboard/stats"})
 DOC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -38,8 +38,18 @@ def caller(request: Request) -> Principal:
 class AccessControl:
     """The HTTP middleware that authenticates and rate-limits callers."""
 
-    def __init__(self, settings: Settings, keys: KeyStore, limiter: RateLimiter) -> None:
+    def __init__(
+        self,
+        settings: AdmissionSettings,
+        keys: KeyStore,
+        limiter: RateLimiter,
+        *,
+        auth_enabled: bool,
+    ) -> None:
+        """``settings``: the limits of a key that sets none; ``auth_enabled``:
+        ``Settings.auth_enabled`` (off: one open caller)."""
         self._settings = settings
+        self._auth_enabled = auth_enabled
         self._keys = keys
         self._limiter = limiter
 
@@ -47,7 +57,7 @@ class AccessControl:
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         path = request.url.path
-        if not self._settings.auth_enabled or not _protected(path):
+        if not self._auth_enabled or not _protected(path):
             return await call_next(request)
         headers: dict[str, str] = {}
         try:
@@ -68,7 +78,7 @@ class AccessControl:
         (the rate headers added to ``headers``); :class:`Unauthenticated` or
         :class:`RateLimited` otherwise.
         Auth off: the open caller."""
-        if not self._settings.auth_enabled:
+        if not self._auth_enabled:
             return OPEN
         key = await self._key(authorization)
         if key is None:

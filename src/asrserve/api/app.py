@@ -79,7 +79,12 @@ def create_app(
     backend = open_backend(settings)
     recorder = TrafficRecorder.from_settings(settings)
     service = Service(settings, backend, recorder)
-    files = Files(settings, backend.files)
+    files = Files(
+        settings,
+        backend.files,
+        files_dir=settings.files_dir,
+        max_job_upload_bytes=settings.max_job_upload_bytes,
+    )
     context = ApiContext(
         service=service,
         files=files,
@@ -126,10 +131,12 @@ def create_app(
     app.state.context = context
     context.metrics.watch_uploads(lambda: context.uploads.active)
     install_body_limit(app, settings.max_json_body_bytes)  # innermost: after keys
-    access = AccessControl(settings, backend.keys, backend.limiter)
+    auth_enabled = settings.auth_enabled
+    access = AccessControl(settings, backend.keys, backend.limiter, auth_enabled=auth_enabled)
     context.authenticate = access.principal
     app.middleware("http")(access)
-    app.add_middleware(HostCheck, settings=settings)  # before keys: 421 for a rebound name
+    # before keys: 421 for a rebound name
+    app.add_middleware(HostCheck, settings=settings, host=settings.host, auth_enabled=auth_enabled)
     app.middleware("http")(request_metrics(context.metrics))  # outermost: counts 401s and 429s too
     install_error_handlers(app)
     routers = (

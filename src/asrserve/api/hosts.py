@@ -26,7 +26,8 @@ from starlette.websockets import WebSocket
 
 from asrserve.api.errors import error_response
 from asrserve.errors import AsrError, Forbidden, Misdirected
-from asrserve.settings import LOOPBACK_HOSTS, Settings
+from asrserve.settings import LOOPBACK_HOSTS
+from asrserve.settings.access import AccessSettings
 
 ANY_HOST = "*"
 
@@ -41,21 +42,26 @@ def host_name(header: str) -> str:
     return value.rstrip(".")
 
 
-def allowed_hosts(settings: Settings) -> frozenset[str] | None:
-    """The names ``Host`` may carry; None where the check is off."""
+def allowed_hosts(
+    settings: AccessSettings, *, host: str, auth_enabled: bool
+) -> frozenset[str] | None:
+    """The names ``Host`` may carry on a server bound to ``host`` (``Settings.host``, auth
+    on or off: ``Settings.auth_enabled``); None where the check is off."""
     names = {name.strip().lower() for name in settings.allowed_hosts}
-    if ANY_HOST in names or (settings.auth_enabled and not names):
+    if ANY_HOST in names or (auth_enabled and not names):
         return None
-    return frozenset({host_name(settings.host), *LOOPBACK_HOSTS, *(host_name(n) for n in names)})
+    return frozenset({host_name(host), *LOOPBACK_HOSTS, *(host_name(n) for n in names)})
 
 
 class HostCheck:
     """ASGI middleware: ``421`` for requests and WebSocket handshakes whose ``Host`` is not
     allowed, ``403`` for cross-origin WebSocket handshakes."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: AccessSettings, *, host: str, auth_enabled: bool
+    ) -> None:
         self.app = app
-        self.allowed = allowed_hosts(settings)
+        self.allowed = allowed_hosts(settings, host=host, auth_enabled=auth_enabled)
         self.origins = frozenset(o.strip().lower().rstrip("/") for o in settings.allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

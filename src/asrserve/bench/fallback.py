@@ -27,7 +27,7 @@ MAX_SECONDS = 4 * 3600.0
 def _engines(settings: Settings) -> list[FasterWhisperEngine]:
     from asrserve.engine.loading import load
 
-    engines = [next(iter(models.values())) for models in load(settings)]
+    engines = [next(iter(models.values())) for models in load(settings, settings.model_cache)]
     return [engine for engine in engines if isinstance(engine, FasterWhisperEngine)]
 
 

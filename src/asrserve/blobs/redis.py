@@ -25,15 +25,27 @@ import redis.asyncio as aioredis
 
 from asrserve.blobs.base import Blobs, delete_file
 from asrserve.errors import AudioMissing
-from asrserve.settings import Settings
+from asrserve.settings.distributed import DistributedSettings
 
 REDIS_SCHEME = "redis-blob:"
 
 
 class RedisBlobs(Blobs):
-    def __init__(self, settings: Settings, client: aioredis.Redis) -> None:
+    def __init__(
+        self,
+        settings: DistributedSettings,
+        client: aioredis.Redis,
+        *,
+        shared_audio_dir: Path,
+        audio_dir: Path,
+    ) -> None:
+        """Audio over ``redis_blob_max_bytes`` goes to ``shared_audio_dir``
+        (``Settings.shared_audio_dir``); audio fetched from Redis is written under this
+        node's ``audio_dir`` (the storage's) while its job runs."""
         self._settings = settings
         self._client = client
+        self._shared_audio_dir = shared_audio_dir
+        self._audio_dir = audio_dir
 
     async def keep(self, job_id: str, path: Path, size: int) -> str:
         if size <= self._settings.redis_blob_max_bytes:
@@ -41,7 +53,7 @@ class RedisBlobs(Blobs):
             await self._client.set(self._key(job_id), data)
             await asyncio.to_thread(path.unlink, missing_ok=True)
             return REDIS_SCHEME + job_id
-        target = self._settings.shared_audio_dir / job_id
+        target = self._shared_audio_dir / job_id
         if target != path:
             await asyncio.to_thread(_move, path, target)
         return str(target)
@@ -55,7 +67,7 @@ class RedisBlobs(Blobs):
         data = await self._client.get(self._key(job_id))
         if not isinstance(data, bytes):
             raise AudioMissing("the job's audio is no longer stored")
-        local = self._settings.audio_dir / f"{job_id}.{secrets.token_hex(4)}.fetched"
+        local = self._audio_dir / f"{job_id}.{secrets.token_hex(4)}.fetched"
         await asyncio.to_thread(_write, local, data)
         try:
             yield local

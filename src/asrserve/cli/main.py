@@ -193,7 +193,8 @@ def serve(settings: Settings, *, inference: bool = True) -> int:
     from asrserve.cli.keys import UnsafeStart, install_env_keys, refuse_unsafe_start
     from asrserve.engine.sources import resolve_models
 
-    resolve_models(settings)  # fail fast, with a clear message, before binding the port
+    # fail fast, with a clear message, before binding the port
+    resolve_models(settings, settings.model_cache)
     try:
         install_env_keys(settings)
         refuse_unsafe_start(settings)
@@ -223,7 +224,7 @@ def work(settings: Settings) -> int:
     if settings.broker is None:
         print("asrserve: a worker node needs --broker redis://HOST:PORT/DB", file=sys.stderr)
         return 2
-    resolve_models(settings)
+    resolve_models(settings, settings.model_cache)
     asyncio.run(run_worker(settings))
     # Everything is handed back or stored and Redis is closed. Leave without the
     # interpreter's teardown: destroying the native inference libraries' thread pools

@@ -18,7 +18,7 @@ from asrserve.engine.layout import Layout, cpu_layout, usable_cores
 from asrserve.engine.model_dirs import CTRANSLATE2, MULTILINGUAL_VOCABULARY
 from asrserve.engine.sources import ModelSource, resolve_models
 from asrserve.engine.whisper import EngineConfig, FasterWhisperEngine
-from asrserve.settings import Settings
+from asrserve.settings.engine import EngineSettings
 
 DEVICES = ("cpu", "cuda")
 
@@ -30,15 +30,16 @@ def describe(source: ModelSource, beam_size: int) -> ModelInfo:
     return ModelInfo(source.id, multilingual, beam_size, size, source.keep_alive)
 
 
-def catalog(settings: Settings) -> Catalog:
+def catalog(settings: EngineSettings, model_cache: Path) -> Catalog:
     """The served models, read from their directories (nothing is loaded)."""
-    return Catalog.of([describe(source, settings.beam_size) for source in sources(settings)])
+    served = sources(settings, model_cache)
+    return Catalog.of([describe(source, settings.beam_size) for source in served])
 
 
-def sources(settings: Settings) -> list[ModelSource]:
+def sources(settings: EngineSettings, model_cache: Path) -> list[ModelSource]:
     """The served models, each a CTranslate2 conversion: a transformers checkpoint is the
     other engine's to run."""
-    found = resolve_models(settings)
+    found = resolve_models(settings, model_cache)
     for source in found:
         if source.format != CTRANSLATE2:
             raise ModelNotFoundError(
@@ -63,7 +64,7 @@ def vocabulary_size(path: Path) -> int:
     return len(json.loads((path / "vocabulary.json").read_text(encoding="utf-8")))
 
 
-def resolve_device(settings: Settings) -> str:
+def resolve_device(settings: EngineSettings) -> str:
     """``cpu`` or ``cuda``: ``auto`` is CUDA when CTranslate2 sees a CUDA device."""
     if settings.device != "auto":
         return settings.device
@@ -79,7 +80,7 @@ def compute_type(device: str, configured: str) -> str:
     return "float16" if device == "cuda" else "int8"
 
 
-def device_names(settings: Settings, replicas: int) -> list[str]:
+def device_names(settings: EngineSettings, replicas: int) -> list[str]:
     """The replicas' devices by name: ``cuda:N`` for each CUDA device index, else ``cpu:N``
     for each CPU replica (a share of the cores)."""
     device = resolve_device(settings)
@@ -87,7 +88,7 @@ def device_names(settings: Settings, replicas: int) -> list[str]:
     return [f"{device}:{index}" for index in indices][:replicas]
 
 
-def layout(settings: Settings) -> Layout:
+def layout(settings: EngineSettings) -> Layout:
     """Replicas × threads per replica on the CPU (``auto``: from the usable cores); on
     CUDA, a replica per device index."""
     if resolve_device(settings) == "cuda":
@@ -95,11 +96,11 @@ def layout(settings: Settings) -> Layout:
     return cpu_layout(settings.cpu_replicas, settings.cpu_threads, usable_cores())
 
 
-def load(settings: Settings) -> list[dict[str, Engine]]:
+def load(settings: EngineSettings, model_cache: Path) -> list[dict[str, Engine]]:
     """Per device (each CUDA device index, or each CPU replica: a share of the cores), a
     replica of every served model, by model id (the default model's first). The CPU
     replicas of a model share one copy of its weights."""
-    served = sources(settings)
+    served = sources(settings, model_cache)
     device = resolve_device(settings)
     compute = compute_type(device, settings.compute_type)
     if device == "cuda":

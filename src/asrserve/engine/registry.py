@@ -6,6 +6,11 @@ models are described without loading them (an API node validates requests agains
 and how replicas are loaded. A loaded replica then declares what it supports itself
 (:attr:`asrserve.engine.base.Engine.capabilities`). Adding an engine is an entry in
 :data:`ENGINES`; nothing here imports an engine's runtime until that engine is asked for.
+Every engine's functions take the engine settings (:class:`EngineSettings`); ``catalog``
+and ``load``, which find the models, the model cache too (``Settings.model_cache``, which
+joins the engine's ``model_cache_dir`` and the storage's data dir). :func:`load_engines`
+(the engine factory the composition roots run) and :func:`served_models` take the whole
+``Settings`` to join it.
 ``auto`` (the default) is not an engine but the choice of one for the device
 (:mod:`asrserve.engine.choice`).
 """
@@ -20,22 +25,27 @@ from asrserve.engine.choice import EngineChoice, choose
 from asrserve.settings.registered import check_engine
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from asrserve.engine.base import Engine
     from asrserve.engine.catalog import Catalog
     from asrserve.engine.layout import Layout
     from asrserve.settings import Settings
+    from asrserve.settings.engine import EngineSettings
 
 
 @dataclass(frozen=True)
 class EngineKind:
     name: str
     devices: tuple[str, ...]  # the device kinds it runs on ("auto" picks among them)
-    resolve_device: Callable[[Settings], str]  # the configured device, "auto" resolved
-    device_names: Callable[[Settings, int], list[str]]  # each replica's device, by name
+    resolve_device: Callable[[EngineSettings], str]  # the configured device, "auto" resolved
+    device_names: Callable[[EngineSettings, int], list[str]]  # each replica's device, by name
     compute_type: Callable[[str, str], str]  # (device, configured) -> what the weights run in
-    layout: Callable[[Settings], Layout]  # replicas × threads for the settings
-    catalog: Callable[[Settings], Catalog]  # the served models, described without loading
-    load: Callable[[Settings], list[dict[str, Engine]]]  # per device, a replica of each model
+    layout: Callable[[EngineSettings], Layout]  # replicas × threads for the settings
+    # the served models, described without loading (settings, model cache)
+    catalog: Callable[[EngineSettings, Path], Catalog]
+    # per device, a replica of each model (settings, model cache)
+    load: Callable[[EngineSettings, Path], list[dict[str, Engine]]]
 
 
 def _kind(name: str, loading: Any) -> EngineKind:
@@ -71,21 +81,21 @@ ENGINES: dict[str, Callable[[], EngineKind]] = {
 """Each engine by name, made on first use (its runtime is imported only then)."""
 
 
-def engine_choice(settings: Settings) -> EngineChoice:
+def engine_choice(settings: EngineSettings) -> EngineChoice:
     """The engine that runs, and why (``auto`` resolved for the device)."""
     return choose(check_engine(settings.engine), settings.device)
 
 
-def engine_kind(settings: Settings) -> EngineKind:
+def engine_kind(settings: EngineSettings) -> EngineKind:
     """The engine that runs."""
     return ENGINES[engine_choice(settings).engine]()
 
 
 def load_engines(settings: Settings) -> list[dict[str, Engine]]:
     """Per device, a replica of every served model, on the engine that runs."""
-    return engine_kind(settings).load(settings)
+    return engine_kind(settings).load(settings, settings.model_cache)
 
 
 def served_models(settings: Settings) -> Catalog:
     """The served models, described by the engine that runs without loading them."""
-    return engine_kind(settings).catalog(settings)
+    return engine_kind(settings).catalog(settings, settings.model_cache)

@@ -21,7 +21,7 @@ from pathlib import Path
 from asrserve.engine.base import ModelNotFoundError
 from asrserve.engine.model_dirs import CTRANSLATE2, REQUIRED_FILES, model_format
 from asrserve.engine.packaged import PACKAGED, Locate, PackageMissing, package_dir
-from asrserve.settings import Settings
+from asrserve.settings.engine import EngineSettings
 from asrserve.settings.keep_alive import model_spec
 
 # faster-whisper's own names (faster_whisper.utils._MODELS), so users type what they know.
@@ -67,12 +67,14 @@ class ModelSource:
     format: str = CTRANSLATE2  # what the directory holds (model_dirs: ctranslate2, transformers)
 
 
-def resolve_models(settings: Settings) -> list[ModelSource]:
-    """Every configured model, in order (the first is the default), checked to be there."""
+def resolve_models(settings: EngineSettings, model_cache: Path) -> list[ModelSource]:
+    """Every configured model, in order (the first is the default), checked to be there;
+    packaged and hub models are joined or downloaded under ``model_cache``
+    (``Settings.model_cache``)."""
     sources = []
     for entry in settings.models:  # NAME, or NAME:keep_alive=VALUE
         name, keep_alive = model_spec(entry)
-        source = resolve(name, cache_dir=settings.model_cache, offline=settings.offline)
+        source = resolve(name, cache_dir=model_cache, offline=settings.offline)
         sources.append(replace(source, keep_alive=keep_alive))
     if settings.model_id and len(sources) == 1:
         sources = [replace(sources[0], id=settings.model_id)]

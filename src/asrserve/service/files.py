@@ -19,7 +19,7 @@ from asrserve.batch_lines import count_requests
 from asrserve.errors import InvalidRequest, NotFound, TooLarge, shown
 from asrserve.files.models import UPLOADABLE, FilePurpose, StoredFile, new_file_id
 from asrserve.files.store import FileStore
-from asrserve.settings import Settings
+from asrserve.settings.batch_api import BatchApiSettings
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -46,9 +46,20 @@ class FileNotFound(NotFound):
 
 
 class Files:
-    def __init__(self, settings: Settings, store: FileStore) -> None:
+    def __init__(
+        self,
+        settings: BatchApiSettings,
+        store: FileStore,
+        *,
+        files_dir: Path,
+        max_job_upload_bytes: int,
+    ) -> None:
+        """``files_dir`` is ``Settings.files_dir``; ``max_job_upload_bytes`` the limits' (an
+        upload may be as large as a job's audio or a batch file, whichever is larger)."""
         self.settings = settings
         self.store = store
+        self.files_dir = files_dir
+        self.max_job_upload_bytes = max_job_upload_bytes
         # blocking reads of whole uploaded files (a batch file's lines): threads of their
         # own, so that a large file never holds the threads the stores' calls run on
         self._scans = ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="asrserve-scan")
@@ -59,12 +70,12 @@ class Files:
         return file_id, self.content_path(file_id)
 
     def content_path(self, file_id: str) -> Path:
-        return self.settings.files_dir / file_id
+        return self.files_dir / file_id
 
     @property
     def upload_limit(self) -> int:
         """The most bytes an upload may hold, whatever its purpose."""
-        return max(self.settings.max_job_upload_bytes, self.settings.batch_api_max_file_bytes)
+        return max(self.max_job_upload_bytes, self.settings.batch_api_max_file_bytes)
 
     async def create(
         self, file_id: str, upload: ReceivedFile, purpose: str | None, principal: Principal

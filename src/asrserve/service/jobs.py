@@ -32,6 +32,7 @@ from asrserve.service.files import ReceivedFile
 from asrserve.service.references import probe_references
 from asrserve.service.signing import Signer
 from asrserve.settings import MIB, Settings
+from asrserve.settings.webhooks import WebhookSettings
 from asrserve.vocabulary import Priority
 from asrserve.waiting import wait_event
 
@@ -287,7 +288,7 @@ def job_not_found(job_id: str) -> NotFound:
     return NotFound(f"no job '{shown(job_id)}'", param="job_id", code="job_not_found")
 
 
-def check_callback(url: str, settings: Settings, param: str = "callback_url") -> None:
+def check_callback(url: str, settings: WebhookSettings, param: str = "callback_url") -> None:
     """:class:`InvalidRequest` for a callback URL the service may not call (see
     :mod:`asrserve.outbound`): ``invalid_callback_url`` if malformed, ``callback_not_allowed``
     if blocked."""

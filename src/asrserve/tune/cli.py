@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     for line in describe_curves(curves(batches, settings.max_batch_size)):
         print(line)
     print(f"load: {_describe(args, requests)}")
-    service = SimulatedService.of(settings, args.devices)
+    service = SimulatedService.of(settings, args.devices, settings.windows)
     outcomes = [simulate(requests, setting, model, service) for setting in grid]
     best = recommend(outcomes, args.p99_target_ms)
     print(table(outcomes))

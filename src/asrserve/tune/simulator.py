@@ -29,7 +29,7 @@ from asrserve.batcher.policies import PolicyConfig, get_policy, policy_class
 from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.policies.fill import ArrivalRate, Load
 from asrserve.batcher.work import WINDOW_FRAMES
-from asrserve.settings import SchedulerSettings, Settings
+from asrserve.settings import SchedulerSettings
 from asrserve.tune.chunks import CHUNK_S, DEFAULT_WINDOWS, Item, chunk_durations, window_frames
 from asrserve.tune.model import LatencyModel
 from asrserve.vocabulary import Priority
@@ -87,11 +87,14 @@ class SimulatedService:
     background_batch_s: float = _default("background_batch_s")
 
     @classmethod
-    def of(cls, settings: Settings, devices: int) -> SimulatedService:
-        """The service as ``settings`` configure it, on ``devices`` devices."""
+    def of(
+        cls, settings: SchedulerSettings, devices: int, windows: Sequence[float]
+    ) -> SimulatedService:
+        """The service as ``settings`` configure it, on ``devices`` devices, its encoder
+        windows ``windows`` (the engine settings')."""
         return cls(
             devices=devices,
-            windows=settings.windows,
+            windows=windows,
             max_age=settings.max_queue_age_s,
             prefetch=settings.prefetch_jobs,
             offline_prefetch=settings.batch_api_prefetch_jobs,

@@ -17,7 +17,7 @@ from asrserve.engine.layout import Layout, cpu_layout, usable_cores
 from asrserve.engine.loading import vocabulary_size
 from asrserve.engine.model_dirs import MULTILINGUAL_VOCABULARY, TRANSFORMERS, WEIGHT_FILES
 from asrserve.engine.sources import ModelSource, resolve_models
-from asrserve.settings import Settings
+from asrserve.settings.engine import EngineSettings
 
 DEVICES = ("cpu", "cuda", "mps")
 DTYPES = ("float32", "float16", "bfloat16")
@@ -36,11 +36,12 @@ def describe(source: ModelSource, beam_size: int) -> ModelInfo:
     return ModelInfo(source.id, multilingual, beam_size, size, source.keep_alive)
 
 
-def catalog(settings: Settings) -> Catalog:
-    return Catalog.of([describe(s, settings.beam_size) for s in resolve_models(settings)])
+def catalog(settings: EngineSettings, model_cache: Path) -> Catalog:
+    served = resolve_models(settings, model_cache)
+    return Catalog.of([describe(source, settings.beam_size) for source in served])
 
 
-def resolve_device(settings: Settings) -> str:
+def resolve_device(settings: EngineSettings) -> str:
     """``cpu``, ``cuda`` (NVIDIA, or AMD under ROCm: PyTorch names both so) or ``mps``
     (Apple): ``auto`` is the first PyTorch sees."""
     if settings.device != "auto":
@@ -63,14 +64,14 @@ def compute_type(device: str, configured: str) -> str:
     return configured
 
 
-def device_names(settings: Settings, replicas: int) -> list[str]:
+def device_names(settings: EngineSettings, replicas: int) -> list[str]:
     device = resolve_device(settings)
     if device == "cuda":
         return [f"cuda:{index}" for index in settings.device_index][:replicas]
     return [f"{device}:{index}" for index in range(replicas)]
 
 
-def layout(settings: Settings) -> Layout:
+def layout(settings: EngineSettings) -> Layout:
     """Replicas × threads on the CPU as CTranslate2's (``engine/layout.py``); a replica
     per CUDA device; one on Apple's GPU."""
     device = resolve_device(settings)
@@ -90,7 +91,7 @@ def model_dir(source: ModelSource, cache_dir: Path) -> Path:
     return converted(source.path, cache_dir, source.id)
 
 
-def load(settings: Settings) -> list[dict[str, Engine]]:
+def load(settings: EngineSettings, model_cache: Path) -> list[dict[str, Engine]]:
     """Per device (each CUDA device index, Apple's GPU, or each CPU replica: a share of the
     cores), a replica of every served model; the CPU replicas of a model share its weights."""
     from asrserve.engine.pytorch.engine import TorchConfig, TransformersEngine
@@ -101,8 +102,8 @@ def load(settings: Settings) -> list[dict[str, Engine]]:
     threads = max(1, shape.threads)
     names = device_names(settings, shape.replicas)
     per_model: dict[str, list[Engine]] = {}
-    for source in resolve_models(settings):
-        folder = model_dir(source, settings.model_cache)
+    for source in resolve_models(settings, model_cache):
+        folder = model_dir(source, model_cache)
         fallback, keep_alive = settings.fallback_temperatures, source.keep_alive
         if device == "cpu":
             config = TorchConfig(folder, source.id, "cpu", dtype, threads, fallback, keep_alive)
