@@ -1,15 +1,19 @@
 """API keys, tenant isolation, limits and callback safety.
 
-Keys are made with the ``asrserve keys`` command in the data dir. What is about the process
-(a public interface refusing to start without keys) starts one; the rest is HTTP semantics,
-asked of the app in this process with a fake engine (``tests/support/inprocess.py``), the
-stores, uploads and live sessions real, ``ASRSERVE_AUTH=on``.
+Keys are made with the ``asrserve keys`` command in the data dir. What is about a process
+starts one: the command as a user runs it (it creates a key; the rest of that test runs the
+command's ``main`` here), and a public interface refusing to start without keys. The rest is
+HTTP semantics, asked of the app in this process with a fake engine
+(``tests/support/inprocess.py``), the stores, uploads and live sessions real,
+``ASRSERVE_AUTH=on``, its keys made by the command run in this process too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -23,12 +27,11 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from asrserve.bench.corpus import Clip
+from asrserve.cli.main import main
 from asrserve.cli.server_process import free_port
 from tests.support.inprocess import URL, WS, in_process
-from tests.support.keys import auth, keys, new_key
+from tests.support.keys import auth, new_key, new_key_here
 from tests.support.wait import wait_until
-
-pytestmark = pytest.mark.slow
 
 SYNC = "/v1/audio/transcriptions"
 
@@ -43,21 +46,38 @@ def post_job(http: TestClient, clip: Clip, secret: str, **data: str) -> httpx2.R
         return http.post("/v1/jobs", files={"file": handle}, data=data, headers=auth(secret))
 
 
+def keys_here(data: Path, *args: str) -> tuple[int, str]:
+    """``asrserve keys ARGS --data-dir DATA`` run in this process: its exit status (what
+    ``python -m asrserve.cli`` exits with) and what it printed. The command sets its own
+    umask; this process's is put back after it."""
+    out = io.StringIO()
+    umask = os.umask(0o077)
+    os.umask(umask)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["keys", *args, "--data-dir", str(data)])
+    finally:
+        os.umask(umask)
+    return code, out.getvalue()
+
+
+@pytest.mark.slow
 def test_keys_command_stores_only_a_hash(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    secret = new_key(data, "alice", "--rpm", "5")
+    secret = new_key(data, "alice", "--rpm", "5")  # the command as a process of its own
     assert secret.startswith("asr_") and len(secret) > 40
-    listed = keys(data, "list").stdout
+    listed = keys_here(data, "list")[1]
     assert "alice" in listed and secret not in listed and secret[:10] in listed
     with contextlib.closing(sqlite3.connect(data / "asrserve.db")) as conn:
         dump = "\n".join(conn.iterdump())
     assert secret not in dump
-    assert keys(data, "create", "--name", "alice").returncode == 2  # names are unique
-    assert keys(data, "revoke", "alice").returncode == 0
-    assert keys(data, "revoke", "alice").returncode == 1  # nothing active left by that name
-    assert "revoked" in keys(data, "list").stdout.splitlines()[0]
+    assert keys_here(data, "create", "--name", "alice")[0] == 2  # names are unique
+    assert keys_here(data, "revoke", "alice")[0] == 0
+    assert keys_here(data, "revoke", "alice")[0] == 1  # nothing active left by that name
+    assert "revoked" in keys_here(data, "list")[1].splitlines()[0]
 
 
+@pytest.mark.slow
 def test_public_interface_with_auth_and_no_keys_refuses_to_start(tmp_path: Path) -> None:
     data = tmp_path / "data"
     command = [sys.executable, "-m", "asrserve.cli", "serve", "--host", "0.0.0.0"]
@@ -69,10 +89,10 @@ def test_public_interface_with_auth_and_no_keys_refuses_to_start(tmp_path: Path)
 
 def test_tenants_see_only_their_own_work(short: Clip, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    alice, bob = new_key(data, "alice"), new_key(data, "bob")
-    admin = new_key(data, "ops", "--admin")
-    revoked = new_key(data, "old")
-    keys(data, "revoke", "old")
+    alice, bob = new_key_here(data, "alice"), new_key_here(data, "bob")
+    admin = new_key_here(data, "ops", "--admin")
+    revoked = new_key_here(data, "old")
+    assert keys_here(data, "revoke", "old")[0] == 0
     with in_process(data, {"ASRSERVE_AUTH": "on"}) as app:
         http = app.client
         for path in ("/v1/jobs", "/v1/files", "/v1/batches", "/v1/models", "/metrics"):
@@ -173,11 +193,11 @@ def test_tenants_see_only_their_own_work(short: Clip, tmp_path: Path) -> None:
 
 def test_rate_limit_quota_and_queue_limits(corpus: list[Clip], short: Clip, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    slow = new_key(data, "slow", "--rpm", "3")
-    small = new_key(
+    slow = new_key_here(data, "slow", "--rpm", "3")
+    small = new_key_here(
         data, "small", "--audio-minutes-per-day", str(round(short.duration * 1.5 / 60, 4))
     )
-    busy = new_key(data, "busy")
+    busy = new_key_here(data, "busy")
     # The class's limit, not a key's share of it (tests/test_admission_shares.py)
     env = {"ASRSERVE_AUTH": "on", "ASRSERVE_MAX_QUEUED_JOBS": "2", "ASRSERVE_MAX_QUEUED_SHARE": "1"}
     with in_process(data, env) as app:

@@ -3,31 +3,32 @@ backlog (``ASRSERVE_MAX_QUEUED_SHARE``) its uploads get ``429 queue_full`` while
 still queues; and a file's stated duration counts only as far as its packets reach, so a
 small file claiming four hours holds the backlog for the seconds it holds.
 
-An API node with no worker node (Redis, distributed mode, auth on): what it accepts stays
-queued for as long as the test runs, without timing."""
+HTTP and admission semantics: the app in this process (``tests/support/inprocess.py``, auth
+on, the uploads, probes and stores real), its fake device held (``gate``) so that what it
+accepts stays unfinished while the test asks, without timing. The shares' arithmetic on the
+Redis backlog that API nodes share is the admission contract's (``tests/unit/test_admission.py``).
+"""
 
 from __future__ import annotations
 
 import io
 import struct
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import av
-import httpx
+import httpx2
 import pytest
+from starlette.testclient import TestClient
 
 from asrserve.audio.decode import decode
 from asrserve.bench.corpus import Clip
-from asrserve.bench.redis_process import RedisProcess
-from tests.support.cluster import Cluster
-from tests.support.keys import auth
+from tests.support.fakes import FakeEngine
+from tests.support.inprocess import in_process
+from tests.support.keys import auth, new_key_here
 from tests.support.payloads import opus
 
-pytestmark = pytest.mark.slow
 STATED_S = 14_399.9  # under the 4 h duration limit, far over the class's backlog limit
 ENV = {
     "ASRSERVE_AUTH": "on",
@@ -39,7 +40,8 @@ ENV = {
 
 @dataclass
 class Node:
-    url: str
+    http: TestClient
+    engine: FakeEngine
     admin: str
     alice: str
     bob: str
@@ -47,32 +49,23 @@ class Node:
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
-    redis = RedisProcess(tmp_path / "redis").start()
-    deployment = Cluster(tmp_path, redis, env=ENV)
-    try:
-        secrets = [_key(redis.url, name, *flags) for name, *flags in _NAMES]
-        yield Node(deployment.api().url, *secrets)
-    finally:
-        deployment.stop()
-        redis.stop()
+    """The app, its device held until the test ends: nothing it accepts finishes."""
+    data = tmp_path / "data"
+    admin, alice, bob = (new_key_here(data, name, *flags) for name, *flags in _NAMES)
+    with in_process(data, ENV) as app:
+        (engine,) = app.engines
+        engine.gate.clear()
+        try:
+            yield Node(app.client, engine, admin, alice, bob)
+        finally:
+            engine.gate.set()  # the app's shutdown need not wait out the held pass
 
 
 _NAMES = (("ops", "--admin"), ("alice",), ("bob",))
 
 
-def _key(broker: str, name: str, *flags: str) -> str:
-    command = [sys.executable, "-m", "asrserve.cli", "keys", "create", "--name", name]
-    done = subprocess.run(
-        [*command, *flags, "--broker", broker], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def _post(url: str, secret: str, name: str, audio: bytes) -> httpx.Response:
-    return httpx.post(
-        f"{url}/v1/jobs", files={"file": (name, audio)}, headers=auth(secret), timeout=60
-    )
+def _post(http: TestClient, secret: str, name: str, audio: bytes) -> httpx2.Response:
+    return http.post("/v1/jobs", files={"file": (name, audio)}, headers=auth(secret))
 
 
 def test_a_key_past_its_share_is_refused_while_another_queues(
@@ -80,10 +73,10 @@ def test_a_key_past_its_share_is_refused_while_another_queues(
 ) -> None:
     clip = min(corpus, key=lambda c: c.duration)
     audio = clip.path.read_bytes()
-    first = [_post(node.url, node.alice, clip.path.name, audio) for _ in range(2)]
+    first = [_post(node.http, node.alice, clip.path.name, audio) for _ in range(2)]
     assert [r.status_code for r in first] == [202, 202], [r.text for r in first]
 
-    refused = _post(node.url, node.alice, clip.path.name, audio)
+    refused = _post(node.http, node.alice, clip.path.name, audio)
     assert refused.status_code == 429, refused.text
     error = refused.json()["error"]
     assert error["code"] == "queue_full"
@@ -91,9 +84,9 @@ def test_a_key_past_its_share_is_refused_while_another_queues(
     assert "of the async queue, your share of it" in error["message"], error
     assert int(refused.headers["retry-after"]) >= 1
 
-    other = _post(node.url, node.bob, clip.path.name, audio)
+    other = _post(node.http, node.bob, clip.path.name, audio)
     assert other.status_code == 202, other.text  # the class still has room for bob
-    stats = httpx.get(f"{node.url}/v1/scheduler", headers=auth(node.admin), timeout=30)
+    stats = node.http.get("/v1/scheduler", headers=auth(node.admin))
     assert stats.json()["admission"]["async"]["jobs"] == 3
 
 
@@ -109,10 +102,10 @@ def test_a_stated_duration_the_file_cannot_hold_counts_as_its_packets(
     with av.open(io.BytesIO(lying), mode="r") as container:
         assert container.duration == pytest.approx(STATED_S * 1e6)  # what the header says
 
-    accepted = _post(node.url, node.alice, "long.webm", lying)
+    accepted = _post(node.http, node.alice, "long.webm", lying)
     assert accepted.status_code == 202, accepted.text
     assert accepted.json()["audio_duration"] == pytest.approx(seconds, abs=0.05)
-    stats = httpx.get(f"{node.url}/v1/scheduler", headers=auth(node.admin), timeout=30)
+    stats = node.http.get("/v1/scheduler", headers=auth(node.admin))
     assert stats.json()["admission"]["async"]["audio_s"] == pytest.approx(seconds, abs=0.1)
 
 

@@ -1,4 +1,6 @@
-"""The console script: start-up errors, local transcription, retention."""
+"""The console script: start-up errors and local transcription, as processes of their own;
+and retention, the app in this process with a fake engine (``tests/support/inprocess.py``:
+the stores, the data dir and the sweeper real)."""
 
 from __future__ import annotations
 
@@ -6,12 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from asrserve.bench.corpus import Clip
 from asrserve.cli.main import build_settings, parser
-from tests.support.servers import Server
+from tests.support.inprocess import in_process
 from tests.support.wait import wait_until
 
 
@@ -100,16 +101,14 @@ def test_transcribe_files_locally(corpus: list[Clip], tmp_path: Path) -> None:
     assert bad.returncode == 1 and "missing.wav" in bad.stderr
 
 
-@pytest.mark.slow
-def test_audio_is_removed_per_retention(
-    corpus: list[Clip], make_server: type[Server], tmp_path: Path
-) -> None:
+def test_audio_is_removed_per_retention(corpus: list[Clip], tmp_path: Path) -> None:
     data = tmp_path / "data"
-    server = make_server(data, env={"ASRSERVE_AUDIO_RETENTION_S": "1"}).start()
-    with corpus[0].path.open("rb") as fh:
-        job = httpx.post(f"{server.url}/v1/jobs", files={"file": fh}).json()
-    done = httpx.get(f"{server.url}/v1/jobs/{job['id']}", params={"wait": 60}, timeout=70).json()
-    assert done["status"] == "succeeded"
-    wait_until(lambda: not any((data / "audio").iterdir()), 15, "the audio to be swept")
-    again = httpx.get(f"{server.url}/v1/jobs/{job['id']}/transcript").text
-    assert again.strip()  # the transcript outlives the audio
+    with in_process(data, {"ASRSERVE_AUDIO_RETENTION_S": "1"}) as app:
+        http = app.client
+        with corpus[0].path.open("rb") as fh:
+            job = http.post("/v1/jobs", files={"file": fh}).json()
+        done = http.get(f"/v1/jobs/{job['id']}", params={"wait": 60}).json()
+        assert done["status"] == "succeeded"
+        wait_until(lambda: not any((data / "audio").iterdir()), 15, "the audio to be swept")
+        again = http.get(f"/v1/jobs/{job['id']}/transcript")
+        assert again.json() == {"text": done["result"]["text"]}  # it outlives the audio

@@ -1,7 +1,9 @@
 """Diarization through the service, as OpenAI's users call it: the official ``openai``
 client against a real server with the real models, on a conversation of two real voices:
 ``diarized_json`` parsed by the client's own type, the text the plain answer's, streamed
-segments, and the requests it cannot take refused by name."""
+segments, speakers on whisper-asr-webservice's ``/asr``, known speakers named, and bad
+references refused at intake. The requests that cannot carry speakers are refused by name
+in validation, before any decode: the app in this process (``tests/support/inprocess.py``)."""
 
 from __future__ import annotations
 
@@ -18,12 +20,12 @@ from asrserve.bench.conversations import build, reference
 from asrserve.bench.corpus import write_float_wav
 from asrserve.bench.der import Labelled, named_seconds, score
 from asrserve.bench.wer import wer_one
-from tests.support.servers import Server
+from tests.support.inprocess import in_process
+from tests.support.servers import JFK, Server
 
-pytestmark = pytest.mark.slow
 
-
-def test_diarized_json_streamed_and_refused_through_the_openai_client(
+@pytest.mark.slow
+def test_diarized_json_and_streamed_through_the_openai_client(
     server: Server, tmp_path: Path
 ) -> None:
     # two English voices; timing its words once moved where a window was continued (0.027 WER)
@@ -57,15 +59,6 @@ def test_diarized_json_streamed_and_refused_through_the_openai_client(
             (s.speaker, s.text) for s in diarized.segments
         ]
 
-    with path.open("rb") as audio:  # translations: the client's own method is deprecated
-        refused = httpx.post(
-            f"{server.url}/v1/audio/translations",
-            data={"model": "whisper-1", "response_format": "diarized_json"},
-            files={"file": ("talk.wav", audio, "audio/wav")},
-            timeout=60,
-        )
-    assert (refused.status_code, refused.json()["error"]["param"]) == (400, "response_format")
-
     # whisper-asr-webservice's /asr: diarize=true, speakers in the formats that carry them
     def asr(**params: str) -> httpx.Response:
         with path.open("rb") as audio:
@@ -78,10 +71,31 @@ def test_diarized_json_streamed_and_refused_through_the_openai_client(
     assert voices[0] == "A" and set(voices) == {"A", "B"}
     whisper_json = asr(diarize="true", output="json").json()
     assert {s["speaker"] for s in whisper_json["segments"]} == {"A", "B"}
-    txt = asr(diarize="true", output="txt")
-    assert (txt.status_code, txt.json()["error"]["param"]) == (400, "output")
-    translated = asr(diarize="true", output="json", task="translate")
-    assert (translated.status_code, translated.json()["error"]["param"]) == (400, "diarize")
+
+
+def test_what_cannot_carry_speakers_is_refused_by_name(tmp_path: Path) -> None:
+    """In this process (validation, before any decode): a diarized translation, and on
+    ``/asr`` a diarized txt or a diarized translation, are 400s naming the field."""
+
+    def refused(route: str, part: str, fields: dict[str, str]) -> tuple[int, str]:
+        """Form fields on the OpenAI route, query parameters on whisper-asr-webservice's."""
+        form, query = (fields, None) if part == "file" else (None, fields)
+        with JFK.open("rb") as audio:
+            response = app.client.post(
+                route, files={part: ("jfk.flac", audio)}, data=form, params=query
+            )
+        return response.status_code, response.json()["error"]["param"]
+
+    with in_process(tmp_path / "data") as app:
+        # translations: the client's own method is deprecated
+        diarized = {"model": "whisper-1", "response_format": "diarized_json"}
+        assert refused("/v1/audio/translations", "file", diarized) == (400, "response_format")
+        txt = {"diarize": "true", "output": "txt"}
+        assert refused("/asr", "audio_file", txt) == (400, "output")
+        translated = {"diarize": "true", "output": "json", "task": "translate"}
+        assert refused("/asr", "audio_file", translated) == (400, "diarize")
+        (engine,) = app.engines
+    assert engine.batches == []
 
 
 def data_url(samples: np.ndarray, folder: Path, name: str) -> str:
@@ -91,6 +105,7 @@ def data_url(samples: np.ndarray, folder: Path, name: str) -> str:
     )
 
 
+@pytest.mark.slow
 def test_known_speakers_are_named_from_their_references(server: Server, tmp_path: Path) -> None:
     voices = ["reader", "allison"]
     conversation = build(5, voices=voices)
@@ -130,6 +145,7 @@ def test_known_speakers_are_named_from_their_references(server: Server, tmp_path
         assert refused.value.param == "known_speaker_references[]"
 
 
+@pytest.mark.slow
 def test_a_job_with_a_bad_reference_is_refused_at_submit(server: Server, tmp_path: Path) -> None:
     """References are probed at intake, as the upload is: a job whose reference is too long
     or not audio is a 400 naming the field, never a queued job that fails later."""

@@ -4,9 +4,13 @@ Against the shared tiny.en server (English-only): translation and detection are 
 so, an unknown model is a 400 naming the served ones, ``/asr`` answers every ``output`` on real
 speech, driven exactly as whisper-asr-webservice's README drives it (its curl example:
 query parameters and an ``audio_file`` part), raw PCM included, and a Batch API translation
-line fails validation. Against one server of this module serving tiny.en and the
-multilingual base: the official ``openai`` client translates, ``/detect-language`` and
-``/asr?task=translate`` answer, and ``/v1/models`` describes both.
+line fails validation.
+
+In this process, on fake forward passes of tiny.en and a multilingual base served at once
+(``tests/support/inprocess.py``): the official ``openai`` client's translation answers
+(plain and verbose) come from base, and its model list names both. That the real base
+translates through this client is ``tests/test_languages.py``'s ``test_translation_no_worse``;
+the peer's routes on both models are ``tests/test_peer_routes_inprocess.py``'s.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ import pytest
 
 from asrserve.audio.decode import decode
 from asrserve.bench.wer import wer_one
+from asrserve.vocabulary import Task
 from tests.support.batches import client_for, create_batch, ended, line, wait_for
+from tests.support.fakes import FakeEngine
+from tests.support.inprocess import URL, served
 from tests.support.servers import JFK, REAL_SPEECH, Server
 from tests.support.subtitles import parse_srt, parse_vtt
-
-pytestmark = pytest.mark.slow
 
 TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 TRANSLATIONS = "/v1/audio/translations"
@@ -70,6 +75,7 @@ def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
 # --- tiny.en: what an English-only model refuses ------------------------------------------
 
 
+@pytest.mark.slow
 def test_translation_on_an_english_only_model_is_a_400_saying_so(server: Server) -> None:
     with (
         openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as oai,
@@ -82,6 +88,7 @@ def test_translation_on_an_english_only_model_is_a_400_saying_so(server: Server)
     assert "'tiny.en' is English-only" in body["message"]
 
 
+@pytest.mark.slow
 def test_unknown_model_is_a_400_naming_the_served_ones(http: httpx.Client) -> None:
     for path in ("/v1/audio/transcriptions", TRANSLATIONS):
         response = http.post(
@@ -94,6 +101,7 @@ def test_unknown_model_is_a_400_naming_the_served_ones(http: httpx.Client) -> No
     assert (error["code"], error["param"]) == ("model_not_found", "model")
 
 
+@pytest.mark.slow
 def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) -> None:
     (card,) = http.get("/v1/models").json()["data"]
     assert card == {
@@ -138,6 +146,7 @@ def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) ->
 # --- /asr and /detect-language, as whisper-asr-webservice's users call them ---------------
 
 
+@pytest.mark.slow
 def test_asr_answers_every_output_as_a_download(http: httpx.Client, jfk_text: str) -> None:
     audio = JFK.read_bytes()
     answers = {output: asr(http, audio, output=output) for output in ("txt", "vtt", "srt", "tsv")}
@@ -162,6 +171,7 @@ def test_asr_answers_every_output_as_a_download(http: httpx.Client, jfk_text: st
     assert parse_vtt(answers["vtt"].text) == cues
 
 
+@pytest.mark.slow
 def test_asr_options(http: httpx.Client, jfk_text: str) -> None:
     audio = JFK.read_bytes()
     words = asr(http, audio, output="json", word_timestamps="true", language="en")
@@ -180,6 +190,7 @@ def test_asr_options(http: httpx.Client, jfk_text: str) -> None:
     assert error_of(asr(http, audio, output="docx"), 422)["param"] == "output"
 
 
+@pytest.mark.slow
 def test_asr_reads_raw_pcm_when_told_not_to_encode(http: httpx.Client, jfk_text: str) -> None:
     samples = np.round(decode(JFK, max_seconds=60) * 32767).astype("<i2").tobytes()
     response = asr(http, samples, name="jfk.pcm", encode="false", output="txt")
@@ -192,12 +203,14 @@ def test_asr_reads_raw_pcm_when_told_not_to_encode(http: httpx.Client, jfk_text:
     assert missing["param"] == "audio_file"
 
 
+@pytest.mark.slow
 def test_detect_language_needs_a_multilingual_model(http: httpx.Client) -> None:
     response = http.post("/detect-language", files={"audio_file": ("jfk.flac", JFK.read_bytes())})
     error = error_of(response, 400)
     assert (error["code"], error["param"]) == ("detection_unsupported", "model")
 
 
+@pytest.mark.slow
 def test_batch_translation_lines_fail_validation_on_english_only(
     server: Server, tmp_path: Path
 ) -> None:
@@ -214,46 +227,23 @@ def test_batch_translation_lines_fail_validation_on_english_only(
     )
 
 
-# --- tiny.en and base served at once: translation and detection (the core's) --------------
+# --- tiny.en and base served at once: the openai client's translation --------------------
 
 
-@pytest.fixture(scope="module")
-def multilingual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def test_openai_client_translates_with_a_multilingual_model(tmp_path: Path) -> None:
+    """In this process: the answers the client parses, on a fake base beside tiny.en. The
+    real base's translations through this client (recorded and synthetic speech into
+    English, WER within 0.02 of faster-whisper's) are ``tests/test_languages.py``'s
+    ``test_translation_no_worse``."""
+    tiny, base = FakeEngine(model_id="tiny.en"), FakeEngine(model_id="base")
+    base.multilingual = True  # each window decoded to its length (tests/support/fakes.py)
     env = {"ASRSERVE_MODELS": "tiny.en,base"}
-    srv = Server(tmp_path_factory.mktemp("multilingual") / "data", env=env)
-    srv.start(timeout=240)
-    yield srv
-    srv.stop()
-
-
-def test_openai_client_translates_with_a_multilingual_model(
-    multilingual: Server, jfk_text: str
-) -> None:
-    with openai.OpenAI(base_url=f"{multilingual.url}/v1", api_key="x", max_retries=0) as oai:
+    with served(tmp_path / "data", env, lambda _: [{"tiny.en": tiny, "base": base}]) as http:
+        oai = openai.OpenAI(base_url=f"{URL}/v1", api_key="x", max_retries=0, http_client=http)
         plain = translate(oai, JFK, model="base")
-        assert isinstance(plain, openai.types.audio.Translation)
-        assert wer_one(jfk_text, plain.text) <= 0.25, plain.text
         verbose = translate(oai, JFK, model="base", response_format="verbose_json")
-        assert isinstance(verbose, openai.types.audio.TranslationVerbose)
-        assert verbose.language == "en" and (verbose.model_extra or {})["task"] == "translate"
         ids = [model.id for model in oai.models.list()]
+    assert plain.text == verbose.text == "11.0"  # JFK's one window, its length
+    assert ([o.task for o in base.options], tiny.batches) == ([Task.TRANSLATE] * 2, [])
+    assert verbose.language == "en" and (verbose.model_extra or {})["task"] == "translate"
     assert ids == ["tiny.en", "base"]
-
-
-def test_peer_routes_on_a_multilingual_model(multilingual: Server, jfk_text: str) -> None:
-    with httpx.Client(base_url=multilingual.url, timeout=TIMEOUT) as http:
-        audio = JFK.read_bytes()
-        # As the peer's clients call it, naming no model: the default (tiny.en) cannot
-        # tell languages apart, so the multilingual model served answers.
-        detected = http.post("/detect-language", files={"audio_file": ("a", audio)})
-        assert detected.status_code == 200, detected.text
-        body = detected.json()
-        assert (body["detected_language"], body["language_code"]) == ("english", "en")
-        assert 0.5 < body["confidence"] <= 1.0
-        translated = asr(http, audio, task="translate", output="json")
-        assert translated.status_code == 200, translated.text
-        result = json.loads(translated.text)
-        assert result["language"] == "en" and wer_one(jfk_text, result["text"]) <= 0.25
-        cards = {card["id"]: card for card in http.get("/v1/models").json()["data"]}
-    assert (cards["base"]["languages"], cards["base"]["translate"]) == ("multilingual", True)
-    assert (cards["base"]["default"], cards["tiny.en"]["default"]) == (False, True)

@@ -1,4 +1,7 @@
-"""``asrserve tune``: recorder, latency fit, discrete-event simulator, CLI."""
+"""``asrserve tune``: recorder, latency fit, discrete-event simulator, CLI.
+
+The server's recording is asked of the app in this process with a fake forward pass
+(``tests/support/inprocess.py``); the CLI runs as a process of its own."""
 
 from __future__ import annotations
 
@@ -10,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from asrserve.batcher.recording import ARRIVALS, BATCHES, TrafficRecorder, read_rows
@@ -23,7 +25,7 @@ from asrserve.tune.cli import recommend
 from asrserve.tune.model import LatencyModel, curves, describe_curves, fit, fit_overhead
 from asrserve.tune.simulator import Request, Setting, SimulatedService, simulate
 from asrserve.vocabulary import Priority, TranscriptionOptions
-from tests.support.servers import Server
+from tests.support.inprocess import in_process
 
 MODEL = LatencyModel(a=0.05, b=0.02, c=0.1, whole_b=0.04, whole_c=0.05)
 ZERO = LatencyModel(0.0, 0.0, 0.0, 0.0, 0.0)
@@ -262,21 +264,20 @@ def test_recorder_survives_an_unwritable_folder(
     assert isinstance(caplog.records[0].exc_info[1], NotADirectoryError)
 
 
-@pytest.mark.slow
-def test_server_records_arrivals_and_batches(
-    make_server: type[Server], corpus: list[Clip], tmp_path: Path
-) -> None:
-    server = make_server(tmp_path / "data", env={"ASRSERVE_RECORD_MAX_LINES": "1"}).start()
+def test_server_records_arrivals_and_batches(corpus: list[Clip], tmp_path: Path) -> None:
+    """The app in this process, a fake forward pass (``tests/support/inprocess.py``): what
+    its scheduler records does not depend on the model."""
+    data = tmp_path / "data"
     clips = [c for c in corpus if c.duration <= 10][:2]
-    for clip in clips:
-        response = httpx.post(
-            f"{server.url}/v1/audio/transcriptions",
-            data={"model": "whisper-1"},
-            files={"file": (clip.path.name, clip.path.read_bytes())},
-            timeout=120,
-        )
-        assert response.status_code == 200
-    folder = tmp_path / "data" / "recordings"
+    with in_process(data, {"ASRSERVE_RECORD_MAX_LINES": "1"}) as app:
+        for clip in clips:
+            response = app.client.post(
+                "/v1/audio/transcriptions",
+                data={"model": "whisper-1"},
+                files={"file": (clip.path.name, clip.path.read_bytes())},
+            )
+            assert response.status_code == 200
+    folder = data / "recordings"
     arrivals, batches = read_rows(folder / ARRIVALS), read_rows(folder / BATCHES)
     assert [row["duration"] for row in arrivals] == [
         pytest.approx(clip.duration, abs=0.1) for clip in clips
