@@ -17,6 +17,10 @@ from asrserve.engine.layout import usable_cores
 
 pytestmark = pytest.mark.slow
 
+# ``stream``: just over one 30 s window, so the joined file is cut into windows (32.2 s of
+# the three clips and their gaps)
+STREAM_S = 31
+
 
 def bench_clips(corpus: list[Clip]) -> list[Clip]:
     return [clip for clip in corpus if clip.duration <= 12][:3]
@@ -173,13 +177,15 @@ def test_bench_soak_short(corpus: list[Clip], tmp_path: Path) -> None:
 
 
 def test_bench_stream_scenario(corpus: list[Clip], tmp_path: Path) -> None:
-    """``--stream 60``: the clips joined into a minute of audio, answered streamed and plain
-    by the server as configured and by one that decodes the whole file first (the baseline);
+    """``stream 31``: the clips joined into just over one 30 s window of audio (so it is
+    cut into windows, the first closing at 15 s of speech), answered streamed and plain by
+    the server as configured and by one that decodes the whole file first (the baseline);
     the deltas join to the text, which is the plain answer's."""
     common, report = bench_command(corpus, tmp_path)
-    done = run_bench([*common, "stream", "60", "--requests", "1"])
+    done = run_bench([*common, "stream", str(STREAM_S), "--requests", "1"])
     body = json.loads(report.read_text())["stream"]
-    assert 60 <= body["audio_s"] < 60 + 31  # whole clips: it stops once past a minute
+    # whole clips: it stops once past STREAM_S
+    assert STREAM_S <= body["audio_s"] < STREAM_S + 31
     [run] = body["runs"]
     assert run["joined_equals_text"] and run["same_text"] and run["deltas"] >= 2, run
     assert 0 < run["first_delta_s"] <= run["done_s"]
