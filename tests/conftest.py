@@ -29,6 +29,20 @@ def corpus() -> list[Clip]:
 
 
 @pytest.fixture(scope="session")
+def long_clip(corpus: list[Clip]) -> Clip:
+    """The corpus's clip of over two minutes (five windows)."""
+    clip = max(corpus, key=lambda c: c.duration)
+    assert clip.duration > 120
+    return clip
+
+
+@pytest.fixture(scope="session")
+def short_clip(corpus: list[Clip]) -> Clip:
+    """A multi-sentence clip of the corpus (one window), so subtitles have several cues."""
+    return max((c for c in corpus if c.duration <= 30), key=lambda c: c.text.count("."))
+
+
+@pytest.fixture(scope="session")
 def language_corpus() -> list[LanguageClip]:
     """Four clips each of German, Spanish, Italian and Portuguese speech (cached)."""
     from tests.support.languages import language_corpus

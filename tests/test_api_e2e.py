@@ -77,19 +77,6 @@ def oai(server: Any) -> Iterator[openai.OpenAI]:
         yield client
 
 
-@pytest.fixture(scope="module")
-def short_clip(corpus: list[Clip]) -> Clip:
-    """A multi-sentence clip of the corpus, so subtitles have several cues."""
-    return max(corpus[:-1], key=lambda c: c.text.count("."))
-
-
-@pytest.fixture(scope="module")
-def long_clip(corpus: list[Clip]) -> Clip:
-    clip = corpus[-1]
-    assert clip.duration > 120
-    return clip
-
-
 # --- 1. the official OpenAI client, every response format -----------------------------------
 
 

@@ -21,9 +21,9 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from starlette.testclient import TestClient
 
 from asrserve.bench.corpus import Clip
+from tests.support.api import submit_job, wait_job
 from tests.support.fakes import FakeEngine
 from tests.support.inprocess import URL, InProcess, in_process
 from tests.support.servers import Receiver
@@ -45,29 +45,6 @@ def assert_openai_error(response: httpx2.Response, status: int) -> dict[str, Any
     return dict(error)
 
 
-def submit_job(http: TestClient, path: Path, **fields: str) -> dict[str, Any]:
-    """POST /v1/jobs: the 202 answers the job as it was queued."""
-    with path.open("rb") as audio:
-        response = http.post("/v1/jobs", files={"file": (path.name, audio)}, data=fields)
-    assert response.status_code == 202, response.text
-    job: dict[str, Any] = response.json()
-    assert response.headers["location"] == f"/v1/jobs/{job['id']}"
-    assert job["status"] == "queued", job
-    return job
-
-
-def wait_job(http: TestClient, job_id: str, wait: float = 30.0) -> dict[str, Any]:
-    """The job once it has ended, long-polling (``wait`` s a request)."""
-
-    def ended() -> dict[str, Any] | None:
-        response = http.get(f"/v1/jobs/{job_id}", params={"wait": wait})
-        assert response.status_code == 200, response.text
-        job: dict[str, Any] = response.json()
-        return None if job["status"] in ("queued", "running") else job
-
-    return wait_until(ended, 120, f"job {job_id} to end", every=0)
-
-
 def decoded(engine: FakeEngine) -> str:
     """The text the fake decoded, window by window in the order run: each window's length."""
     return "".join(f" {duration}" for batch in engine.batches for duration in batch).strip()
@@ -78,19 +55,6 @@ def client_for(app: InProcess) -> openai.OpenAI:
 
 
 # --- fixtures -----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def short_clip(corpus: list[Clip]) -> Clip:
-    """A multi-sentence clip of the corpus (one window to the fake)."""
-    return max(corpus[:-1], key=lambda c: c.text.count("."))
-
-
-@pytest.fixture(scope="module")
-def long_clip(corpus: list[Clip]) -> Clip:
-    clip = corpus[-1]
-    assert clip.duration > 120
-    return clip
 
 
 @pytest.fixture(scope="module")

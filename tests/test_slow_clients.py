@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import socket
@@ -28,7 +27,7 @@ from tests.support.faults import (
     upload_files,
 )
 from tests.support.payloads import by_name
-from tests.support.raw_http import raw_upload, read_response
+from tests.support.raw_http import raw_upload, read_answer, read_response
 from tests.support.servers import Server
 from tests.support.wait import wait_until
 
@@ -57,17 +56,8 @@ def answer(sock: socket.socket) -> tuple[int, dict[str, Any]]:
     """Status and JSON body of the one response, without waiting for the server to close
     the connection (a refused upload's, whose body never came, stays open until uvicorn's
     keep-alive timeout: 5 s)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        received = sock.recv(65536)
-        assert received, f"the server closed the connection without an answer: {data!r}"
-        data += received
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
-    while len(body) < int(headers["content-length"]):
-        body += sock.recv(65536)
-    return int(lines[0].split()[1]), json.loads(body)
+    status, _, body = read_answer(sock)
+    return status, body
 
 
 @slow

@@ -31,13 +31,6 @@ from tests.support.turnstile import Turnstile
 
 
 @pytest.fixture(scope="module")
-def long_clip(corpus: list[Clip]) -> Clip:
-    clip = corpus[-1]
-    assert clip.duration > 120
-    return clip
-
-
-@pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
     with in_process(tmp_path_factory.mktemp("streaming") / "data") as running:
         yield running

@@ -43,13 +43,6 @@ def http(server: Server) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture(scope="module")
-def long_clip(corpus: list[Clip]) -> Clip:
-    clip = max(corpus, key=lambda c: c.duration)
-    assert clip.duration > 120
-    return clip
-
-
 def normalised(text: str) -> str:
     return " ".join(text.split())
 

@@ -36,8 +36,9 @@ def raw_upload(
     return sock
 
 
-def read_response(sock: socket.socket) -> tuple[int, dict[str, str], dict[str, Any], bool]:
-    """Status, headers and JSON body of the one response; and whether the server closed."""
+def read_answer(sock: socket.socket) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """Status, headers and JSON body of the one response, without waiting for the server to
+    close the connection."""
     data = b""
     while b"\r\n\r\n" not in data:
         received = sock.recv(65536)
@@ -48,5 +49,11 @@ def read_response(sock: socket.socket) -> tuple[int, dict[str, str], dict[str, A
     headers = dict(line.lower().split(": ", 1) for line in lines[1:])
     while len(body) < int(headers["content-length"]):
         body += sock.recv(65536)
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict[str, str], dict[str, Any], bool]:
+    """Status, headers and JSON body of the one response; and whether the server closed."""
+    status, headers, body = read_answer(sock)
     closed = sock.recv(1) == b""
-    return int(lines[0].split()[1]), headers, json.loads(body), closed
+    return status, headers, body, closed

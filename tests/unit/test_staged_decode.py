@@ -22,12 +22,6 @@ from tests.support.fakes import FakeEngine
 from tests.support.transcribing import transcribe_file
 
 
-@pytest.fixture(scope="module")
-def long_clip(corpus: list[Clip]) -> Clip:
-    """The corpus's clip of over two minutes: five windows."""
-    return max(corpus, key=lambda clip: clip.duration)
-
-
 @pytest.mark.parametrize(
     ("vad", "first_window_s", "windows"), [(True, 30, 5), (False, 30, 5), (True, 8, 6)]
 )
