@@ -177,6 +177,7 @@ def test_sync_endpoint_and_keys(deployment: Deployment, clips: list[Clip]) -> No
         metrics = httpx.get(deployment.worker_metrics, timeout=10).text
         assert 'asrserve_jobs_total{outcome="succeeded"}' in metrics
         assert "asrserve_batch_size_count" in metrics
+        assert 'asrserve_worker_requests_in_flight{priority="interactive"}' in metrics
         probes = deployment.worker_metrics.removesuffix("/metrics")
         assert httpx.get(f"{probes}/healthz", timeout=10).json() == {"status": "ok"}
         assert httpx.get(f"{probes}/readyz", timeout=10).json() == {"status": "ready"}

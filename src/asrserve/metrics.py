@@ -84,6 +84,11 @@ class Metrics:
         time from ``receiving``."""
         self.registry.register(_UploadsCollector(receiving))
 
+    def watch_in_flight(self, held: Callable[[Priority], int]) -> None:
+        """``asrserve_worker_requests_in_flight{priority}``: the jobs this node's consumer
+        has claimed from the queue and not finished, read at scrape time from ``held``."""
+        self.registry.register(_InFlightCollector(held))
+
     def watch_gpus(self, indices: Sequence[int]) -> bool:
         collector = nvml_collector(indices)
         if collector is not None:
@@ -145,6 +150,22 @@ class _UploadsCollector(Collector):
             "Upload bodies being received (each holds a slot of max_concurrent_uploads)",
             value=self._receiving(),
         )
+
+
+class _InFlightCollector(Collector):
+    def __init__(self, held: Callable[[Priority], int]) -> None:
+        self._held = held
+
+    def collect(self) -> Iterable[Metric]:
+        gauge = GaugeMetricFamily(
+            "asrserve_worker_requests_in_flight",
+            "Jobs this worker claimed from the queue and has not finished (decoding, waiting"
+            " for or on its devices, storing the result), by priority",
+            labels=["priority"],
+        )
+        for priority in Priority:
+            gauge.add_metric([priority.name.lower()], self._held(priority))
+        yield gauge
 
 
 class _NvmlCollector(Collector):

@@ -143,6 +143,12 @@ class Consumer:
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    def held(self, priority: Priority) -> int:
+        """This priority's jobs claimed and not finished, over every lane: counted at the
+        claim, uncounted when the job's task ends (its result stored and acknowledged, or the
+        job handed back). Safe from another thread (a scrape): it reads, never iterates."""
+        return sum(lane.held[priority] for lane in self._lanes)
+
     async def run(self) -> None:
         """Every lane's claim loop, until :meth:`stop_claiming` (then cancel it to end a
         blocking claim at once). It returns only when every loop has ended: with ``gather``

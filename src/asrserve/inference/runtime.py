@@ -183,6 +183,7 @@ async def start_inference(
             await backend.blobs.delete(job.audio_path)
 
     consumer = Consumer(settings, backend, scheduler, lanes, on_finished)
+    metrics.watch_in_flight(consumer.held)
     recovered = await consumer.durably("recover", backend.queue.recover)
     await consumer.durably("requeue", functools.partial(requeue_lost, backend))
     inference = Inference(
