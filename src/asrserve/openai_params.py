@@ -1,5 +1,5 @@
-"""OpenAI's newer transcription parameters, validated: ``include[]``, ``chunking_strategy``,
-and those asrserve cannot honour, each refused by name (:func:`refuse_unsupported`).
+"""OpenAI's newer transcription parameters, validated: ``include[]`` and ``chunking_strategy``
+(``languages[]`` and ``keywords[]`` are the request schema's list fields).
 
 The official ``openai`` client sends a list as repeated ``name[]`` fields and an object as
 one field per key (``chunking_strategy[type]=server_vad``, ``chunking_strategy[threshold]=
@@ -19,26 +19,11 @@ Fields = Mapping[str, Sequence[str]]
 
 INCLUDE = "include[]"
 CHUNKING = "chunking_strategy"
-# OpenAI documents these for its own models; asrserve has no model that honours them, so a
-# request that names one is refused with that name (never answered as if it were not asked).
-UNSUPPORTED = {
-    "keywords": "Whisper is not given keyword lists here; use prompt",
-}
 
 
 def values(fields: Fields, name: str) -> list[str]:
     """Every value of a list field, sent as ``name[]`` (the openai client) or ``name``."""
     return [*fields.get(f"{name}[]", ()), *fields.get(name, ())]
-
-
-def refuse_unsupported(fields: Fields) -> None:
-    """:class:`InvalidRequest` naming the first parameter asrserve cannot honour."""
-    for name, why in UNSUPPORTED.items():
-        if values(fields, name):
-            param = f"{name}[]"
-            raise InvalidRequest(
-                f"{param} is not supported: {why}", param=param, code="unsupported_parameter"
-            )
 
 
 def logprobs(fields: Fields) -> bool:

@@ -13,6 +13,7 @@ uses it.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Annotated, ClassVar, Literal, Self, cast
 
@@ -33,7 +34,7 @@ from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.settings.keep_alive import parse_keep_alive
 from asrserve.subtitles import LIMITS
-from asrserve.vocabulary import MAX_SPEAKERS, Chunking
+from asrserve.vocabulary import KEYWORD_SEPARATOR, MAX_SPEAKERS, Chunking
 
 Fields = Mapping[str, Sequence[str]]
 
@@ -43,6 +44,13 @@ the last ones of a longer prompt; English prose averages about 3.7 characters a 
 Whisper's tokenizer (names and jargon fewer), so 223 tokens are about 830 characters. A longer
 prompt only costs time: it is tokenized whole (a 64 KiB one made a 3 s clip take 7.8 s)."""
 MAX_LANGUAGES = 20  # detection among more is detection among all, only slower
+MAX_KEYWORDS = 32  # keywords[]: terms
+MAX_KEYWORD_CHARS = 64  # keywords[]: characters a term
+MAX_KEYWORD_BYTES = 150
+"""keywords[]' terms joined (UTF-8, :data:`KEYWORD_SEPARATOR` between them): at most 151
+Whisper tokens with the space before them (a byte-level token is at least one byte), never
+cut from the 223 a prompt has; the request's prompt and the text before a window keep at
+least the other 72 (docs/decoding.md)."""
 
 
 def _flag(value: object) -> object:
@@ -80,6 +88,36 @@ def _prompt(value: str) -> str:
             " of a prompt, about 800 characters)",
         )
     return value
+
+
+def _keywords(terms: list[str]) -> list[str]:
+    """Terms Whisper is prompted with (``keywords[]``): each stripped, not empty, at most
+    :data:`MAX_KEYWORD_CHARS` characters, no control character, lone surrogate or ``<|``
+    (the tokenizer reads ``<|...|>`` as Whisper's own tokens); within
+    :data:`MAX_KEYWORD_BYTES` joined."""
+    stripped = [term.strip() for term in terms]
+    for term in stripped:
+        shown = repr(term[:20])
+        if not term:
+            raise PydanticCustomError("invalid_request", "holds an empty term")
+        if len(term) > MAX_KEYWORD_CHARS:
+            message = f"takes terms of at most {MAX_KEYWORD_CHARS} characters, not {len(term)}"
+            raise PydanticCustomError("invalid_request", message)
+        if any(unicodedata.category(char) in ("Cc", "Cs") for char in term):
+            message = f"term {shown} holds a control character or a lone surrogate"
+            raise PydanticCustomError("invalid_request", message)
+        if "<|" in term:
+            message = f"term {shown} holds '<|', which Whisper's tokenizer reads as its own tokens"
+            raise PydanticCustomError("invalid_request", message)
+    size = len(KEYWORD_SEPARATOR.join(stripped).encode())
+    if size > MAX_KEYWORD_BYTES:
+        raise PydanticCustomError(
+            "keywords_too_long",
+            f"takes at most {MAX_KEYWORD_BYTES} bytes joined (UTF-8, with"
+            f" {KEYWORD_SEPARATOR!r} between terms), not {size}: Whisper is prompted with at"
+            f" most 223 tokens, these at most {MAX_KEYWORD_BYTES + 1} of them",
+        )
+    return stripped
 
 
 def _whole(value: object) -> object:
@@ -210,6 +248,7 @@ _OWN: dict[str, str | None] = {
     "invalid_request": None,
     "whole_message": None,
     "prompt_too_long": "prompt_too_long",
+    "keywords_too_long": "keywords_too_long",
     "invalid_callback_url": "invalid_callback_url",
 }
 """The validators' own errors (:class:`PydanticCustomError`), by their type: the code
@@ -270,6 +309,14 @@ class RequestForm(CueForm):
         max_length=MAX_LANGUAGES,
         description="The languages the speech may be in (ISO-639-1): detected among these"
         " only, within the API key's own list; one is that language. Instead of language.",
+    )
+    keywords: Annotated[list[str], AfterValidator(_keywords)] = Field(
+        [],
+        alias="keywords[]",
+        max_length=MAX_KEYWORDS,
+        description=f"Terms to spell right (names, jargon): Whisper is prompted with them,"
+        f" joined by {KEYWORD_SEPARATOR!r}, before the prompt. At most {MAX_KEYWORDS} terms of"
+        f" {MAX_KEYWORD_CHARS} characters, {MAX_KEYWORD_BYTES} bytes (UTF-8) joined.",
     )
     prompt: Annotated[str, AfterValidator(_prompt)] | None = Field(
         None,
@@ -339,6 +386,7 @@ class RequestForm(CueForm):
     LISTS: ClassVar[frozenset[str]] = frozenset(
         {
             "languages",
+            "keywords",
             "timestamp_granularities",
             "include",
             "known_speaker_names",

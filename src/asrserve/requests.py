@@ -63,7 +63,6 @@ def parse_request(
     fmt = form.response_format
     diarization = _diarization(form, task, fields)  # a translation's format before its model
     _check_task(task, model)
-    openai_params.refuse_unsupported(fields)
     logprobs = _logprobs(form)
     words = "word" in form.timestamp_granularities
     subtitles = fmt in (ResponseFormat.SRT, ResponseFormat.VTT)
@@ -82,6 +81,7 @@ def parse_request(
         language=language,
         languages=rule.allowed if language is None and model.multilingual else (),
         prompt=form.prompt or None,
+        keywords=tuple(form.keywords),
         temperature=form.temperature,
         # cues are cut at words' times, and words are what speakers are joined to
         word_timestamps=words or subtitles or diarization is not None,

@@ -7,11 +7,19 @@ the service, so that each of them can.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum, StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_SPEAKERS = 15  # the most speakers a diarization tells apart
+KEYWORD_SEPARATOR = ", "  # between the terms of keywords[], joined into one text
+
+
+def keyword_text(keywords: Sequence[str]) -> str | None:
+    """A request's keywords as the one text Whisper is prompted with (faster-whisper's
+    ``hotwords``): each term stripped, joined by :data:`KEYWORD_SEPARATOR`; None: none."""
+    return KEYWORD_SEPARATOR.join(term.strip() for term in keywords) or None
 
 
 class Priority(IntEnum):
@@ -70,6 +78,9 @@ class TranscriptionOptions(BaseModel):
     model: str = ""  # the served model's id; "" (a job stored before models had ids): the default
     language: str | None = None
     prompt: str | None = None
+    # Terms to spell right (OpenAI's keywords[]): their text opens each window's prompt,
+    # before the request's prompt and the text said before the window (docs/decoding.md).
+    keywords: tuple[str, ...] = ()
     temperature: float = Field(0.0, ge=0.0, le=1.0)
     word_timestamps: bool = False
     beam_size: int = Field(5, ge=1, le=20)

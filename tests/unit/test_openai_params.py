@@ -1,6 +1,5 @@
 """OpenAI's newer transcription parameters as asrserve reads them: ``include[]``,
-``chunking_strategy`` (as the openai client sends it, and as JSON), and the parameters it
-refuses by name."""
+``chunking_strategy`` (as the openai client sends it, and as JSON)."""
 
 from __future__ import annotations
 
@@ -117,11 +116,6 @@ def test_bad_chunking_strategies_are_refused_naming_the_field(
     fields: dict[str, list[str]], param: str
 ) -> None:
     assert refused(fields).param == param
-
-
-def test_what_asrserve_cannot_honour_is_refused_by_name() -> None:
-    error = refused({"keywords[]": ["asrserve"]})
-    assert (error.param, error.code) == ("keywords[]", "unsupported_parameter")
 
 
 def test_a_batch_line_body_carries_include_and_a_chunking_object() -> None:

@@ -22,6 +22,7 @@ MIN_TAIL_S = 1.0  # undecoded audio at the end of a window worth another pass
 MAX_PASSES = 4  # one pass, plus continuations of windows whisper left unfinished
 FULL_WINDOW_FRAMES = 3000  # 30 s of log-mel frames
 CONTEXT_TOKENS = 32  # of a window's context text, what it is conditioned on
+PROMPT_TOKENS = 223  # Whisper conditions on at most this much text: half its context, less one
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,17 @@ def prompt_tokens(encode: Callable[[str], Sequence[int]], prompt: str | None) ->
     one space (its batched pipeline leaves the space out)."""
     text = (prompt or "").strip()
     return list(encode(" " + text)) if text else []
+
+
+def conditioning(keywords: list[int], previous: list[int]) -> list[int]:
+    """The text a window is conditioned on, after ``<|startofprev|>``: the request's keywords
+    (:func:`prompt_tokens` of their joined text, as faster-whisper's ``hotwords``), then the
+    last tokens of ``previous`` (the request's prompt and the text said before the window)
+    that fit in :data:`PROMPT_TOKENS` with them. faster-whisper gives the previous text its
+    own 223 tokens after the hotwords; here they share the 223, so that the prompt never
+    takes more of the context than Whisper's, nor leaves less for the text decoded."""
+    room = max(0, PROMPT_TOKENS - len(keywords))
+    return [*keywords, *previous[len(previous) - min(room, len(previous)) :]]
 
 
 def full_window(chunk: ChunkInput) -> ChunkInput | None:

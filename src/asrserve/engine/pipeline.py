@@ -18,7 +18,7 @@ import numpy as np
 from faster_whisper import BatchedInferencePipeline
 
 from asrserve.engine.base import FRAMES_PER_SECOND
-from asrserve.engine.decoding import prompt_tokens
+from asrserve.engine.decoding import conditioning, prompt_tokens
 from asrserve.engine.logprobs import chosen_logprobs
 
 # A window's text is at most this many tokens per second of its length (fast English
@@ -53,7 +53,7 @@ class DecodeOptions:
     no_repeat_ngram_size: int = 0
     suppress_blank: bool = True
     without_timestamps: bool = False
-    hotwords: str | None = None
+    hotwords: str | None = None  # the request's keywords, joined (vocabulary.keyword_text)
     prepend_punctuations: str = "\"'“¿([{-"
     append_punctuations: str = "\"'.。,，!！?？:：”)]}、"
 
@@ -129,11 +129,13 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
     ) -> tuple[Any, list[dict[str, Any]]]:
         model = self.model
         initial = prompt_tokens(tokenizer.encode, options.initial_prompt)
+        keywords = prompt_tokens(tokenizer.encode, options.hotwords)  # as get_prompt's
         previous = self.previous or [[] for _ in range(features.shape[0])]
         prompts = [
             model.get_prompt(
                 tokenizer,
-                previous_tokens=[*initial, *prev],
+                # what fits beside the keywords (decoding.conditioning), after them
+                previous_tokens=conditioning(keywords, [*initial, *prev])[len(keywords) :],
                 without_timestamps=options.without_timestamps,
                 hotwords=options.hotwords,
             )

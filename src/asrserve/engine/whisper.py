@@ -46,7 +46,7 @@ from asrserve.engine.model_dirs import check_model_dir
 from asrserve.errors import InvalidRequest
 from asrserve.languages import LANGUAGE_NAMES, restricted
 from asrserve.transcript import Segment, Transcript, Word
-from asrserve.vocabulary import TranscriptionOptions
+from asrserve.vocabulary import TranscriptionOptions, keyword_text
 
 if TYPE_CHECKING:
     from asrserve.engine.pipeline import DecodeOptions
@@ -325,6 +325,7 @@ class FasterWhisperEngine(Engine):
             beam_size=options.beam_size,
             temperature=list(temperatures(options.temperature, self.config.fallback)),
             initial_prompt=options.prompt,
+            hotwords=keyword_text(options.keywords),
             word_timestamps=options.word_timestamps,
         )
         out = []
@@ -391,6 +392,7 @@ class FasterWhisperEngine(Engine):
             best_of=BEST_OF,
             temperatures=(temperature,),
             initial_prompt=options.prompt,
+            hotwords=keyword_text(options.keywords),
             suppress_tokens=tuple(get_suppressed_tokens(tokenizer, [-1])),
             multilingual=self.multilingual and options.language is None,
             word_timestamps=options.word_timestamps,

@@ -7,9 +7,9 @@ given replaces the one before.
 - ``input_audio_format``: ``"pcm16"`` (24 kHz mono, OpenAI's), ``"g711_ulaw"``,
   ``"g711_alaw"`` (8 kHz), or the GA objects ``{"type": "audio/pcm", "rate": 16000 |
   24000}``, ``{"type": "audio/pcmu"}``, ``{"type": "audio/pcma"}``.
-- ``input_audio_transcription``: ``model``, ``language``, ``prompt``, checked as the HTTP
-  form's fields are, and ours, ``task``: ``"transcribe"`` or ``"translate"`` (English text
-  of any language; a multilingual model).
+- ``input_audio_transcription``: ``model``, ``language``, ``languages``, ``prompt``,
+  ``keywords``, checked as the HTTP form's fields are, and ours, ``task``:
+  ``"transcribe"`` or ``"translate"`` (English text of any language; a multilingual model).
 - ``turn_detection``: ``{"type": "server_vad", "threshold", "prefix_padding_ms",
   "silence_duration_ms"}``, or null (the client commits).
 - ``input_audio_noise_reduction``: ``{"type": "near_field" | "far_field"}`` or null:
@@ -103,6 +103,7 @@ def transcription_view(options: TranscriptionOptions) -> dict[str, Any]:
         "model": options.model,
         "language": options.language,
         "prompt": options.prompt or "",
+        "keywords": list(options.keywords),
         "task": options.task.value,  # ours
     }
 
@@ -163,6 +164,11 @@ def transcription(
             message = "languages is a list of language codes (ISO-639-1)"
             raise InvalidRequest(message, param=f"{param}.languages")
         fields["languages"] = among
+    terms = value.get("keywords")
+    if terms is not None:
+        if not isinstance(terms, list) or not all(isinstance(term, str) for term in terms):
+            raise InvalidRequest("keywords is a list of terms", param=f"{param}.keywords")
+        fields["keywords"] = terms
     model = catalog.resolve(fields.get("model", [None])[-1], languages=languages)
     if task is Task.TRANSLATE and not model.multilingual:
         raise InvalidRequest(

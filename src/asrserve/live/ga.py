@@ -6,8 +6,7 @@
 
 shown in ``session.created`` and ``session.updated``. Each field means what its beta
 counterpart does (:mod:`asrserve.live.beta`); a field left out keeps its value.
-``transcription``'s ``delay`` and ``keywords`` (other OpenAI models') are
-refused by name.
+``transcription``'s ``delay`` (other OpenAI models') is refused by name.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from asrserve.live.audio import PCM16, PCMA
 from asrserve.live.session import SessionConfig
 
 INPUT = "session.audio.input"
-UNSUPPORTED = ("delay", "keywords")
+UNSUPPORTED = ("delay",)
 
 
 def updated(

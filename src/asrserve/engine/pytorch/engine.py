@@ -2,8 +2,8 @@
 
 Each batch is one encoder pass over its windows (each padded to the batch's widest, 30 s at
 most) and one search over all of them (``search.py``), each window after its own prompt:
-the request's prompt and the text said before it, its language and task. Whisper's rules
-for a batch of windows (``engine/decoding.py``) and its temperature fallback
+the request's keywords and prompt and the text said before it, its language and task.
+Whisper's rules for a batch of windows (``engine/decoding.py``) and its temperature fallback
 (``engine/fallback.py``) drive it exactly as they drive the CTranslate2 engine; the
 segments (``engine/timestamps.py``), word timestamps (``engine/alignment.py``,
 ``engine/words.py``) and token log probabilities (``engine/logprobs.py``) are the same
@@ -33,6 +33,7 @@ from asrserve.engine.base import (
 )
 from asrserve.engine.decoding import (
     WindowOutput,
+    conditioning,
     context_tokens,
     decode_windows,
     full_window,
@@ -58,7 +59,7 @@ from asrserve.engine.pytorch.search import Decoded, Search, Searcher
 from asrserve.engine.timestamps import finished, split
 from asrserve.languages import LANGUAGE_NAMES, restricted
 from asrserve.transcript import Transcript
-from asrserve.vocabulary import TranscriptionOptions
+from asrserve.vocabulary import TranscriptionOptions, keyword_text
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class _Setup:
     detect: bool  # each window's language found first (multilingual, none given)
     among: tuple[str, ...]
     initial: list[int]  # the request's prompt, as tokens
+    keywords: list[int]  # the request's keywords, as tokens (faster-whisper's hotwords)
     options: TranscriptionOptions
 
 
@@ -215,6 +217,7 @@ class TransformersEngine(Engine):
             detect=self.multilingual and options.language is None,
             among=options.languages,
             initial=list(prompt),
+            keywords=prompt_tokens(tokenizer.encode, keyword_text(options.keywords)),
             options=options,
         )
 
@@ -233,7 +236,7 @@ class TransformersEngine(Engine):
             else [tokenizer.language] * len(windows)
         )
         prompts = [
-            self._prompt(tokenizer, setup.initial + before, language)
+            self._prompt(tokenizer, conditioning(setup.keywords, setup.initial + before), language)
             for before, language in zip(previous, languages, strict=True)
         ]
         limits = [token_limit(len(p), features.shape[-1]) for p in prompts]
@@ -288,8 +291,9 @@ class TransformersEngine(Engine):
         ]
 
     def _prompt(self, tokenizer: Any, previous: list[int], language: int | None) -> list[int]:
-        """Whisper's prompt: the text before the window (at most half the context), then
-        the start of transcript, language and task."""
+        """Whisper's prompt: the keywords and the text before the window (at most half the
+        context, :func:`~asrserve.engine.decoding.conditioning`), then the start of
+        transcript, language and task: faster-whisper's ``get_prompt``."""
         prompt = []
         if previous:
             prompt = [tokenizer.sot_prev, *previous[-(MODEL_LENGTH // 2 - 1) :]]
