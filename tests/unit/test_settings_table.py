@@ -1,5 +1,5 @@
-"""The settings are written once: the flags and the README's tables are made from the
-fields, and the groups together are the one frozen Settings."""
+"""The settings are written once: the flags and docs/configuration.md's tables are made from
+the fields, and the groups together are the one frozen Settings."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from asrserve.settings import GROUPS, LimitsSettings, Settings
 from asrserve.settings.table import flags, main
 from asrserve.tune.simulator import SimulatedService
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 # The flags `asrserve serve` had when they were a hand-kept table; none may go missing.
 FLAGS_BEFORE_GROUPS = {
     "--host", "--port", "--data-dir", "--model-id", "--model-cache-dir", "--device",
@@ -25,8 +25,8 @@ FLAGS_BEFORE_GROUPS = {
 }  # fmt: skip
 
 
-def test_the_readme_tables_are_the_fields() -> None:
-    assert main(["--check", str(README)]) == 0
+def test_the_configuration_tables_are_the_fields() -> None:
+    assert main(["--check", str(CONFIGURATION)]) == 0
 
 
 def test_each_setting_is_in_one_group_and_says_what_it_means() -> None:
@@ -36,7 +36,12 @@ def test_each_setting_is_in_one_group_and_says_what_it_means() -> None:
 
 
 def test_the_serve_flags_are_made_from_the_fields() -> None:
-    assert {flag.name for flag in flags()} == FLAGS_BEFORE_GROUPS | {"--engine", "--calibration"}
+    assert {flag.name for flag in flags()} == FLAGS_BEFORE_GROUPS | {
+        "--engine",
+        "--calibration",
+        "--wyoming-port",
+        "--wyoming-host",
+    }
     argv = ["serve", "--max-batch-size", "4", "--encoder-windows-s", "5,30"]
     args = parser({}).parse_args([*argv, "--shared-dir", "/mnt/x", "--cpu-threads", "auto"])
     settings = build_settings(args)

@@ -64,6 +64,7 @@ from asrserve.service.jobs import Service
 from asrserve.service.webhooks import BatchWebhooks, JobWebhooks, WebhookSender, WebhookSource
 from asrserve.settings import Settings
 from asrserve.vocabulary import Priority
+from asrserve.wyoming.server import WyomingServer, start_wyoming
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +96,10 @@ def create_app(
     )
 
     @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(started: FastAPI) -> AsyncIterator[None]:
         tasks = [asyncio.create_task(run(), name=run.__name__) for run in backend.background]
         local: Inference | None = None
+        wyoming: WyomingServer | None = None
         try:
             if inference:
                 local = await start_inference(
@@ -111,8 +113,12 @@ def create_app(
             if local is not None and not settings.distributed:
                 context.residency = local.scheduler.residency
             context.catalog = catalog
+            # Home Assistant's protocol beside HTTP, when its port is set
+            wyoming = started.state.wyoming = await start_wyoming(settings, service, catalog)
             yield
         finally:
+            if wyoming is not None:  # its utterances answered while inference still runs
+                await wyoming.stop(settings.shutdown_grace_s)
             if local is not None:
                 await local.stop()
             for task in tasks:

@@ -20,6 +20,7 @@ from asrserve.settings.scheduler import SchedulerSettings
 from asrserve.settings.server import ServerSettings
 from asrserve.settings.storage import StorageSettings
 from asrserve.settings.webhooks import WebhookSettings
+from asrserve.settings.wyoming import WyomingSettings
 
 __all__ = [
     "ENV_PREFIX",
@@ -41,6 +42,7 @@ __all__ = [
     "Settings",
     "StorageSettings",
     "WebhookSettings",
+    "WyomingSettings",
     "explain",
     "warn_renamed",
 ]

@@ -30,10 +30,11 @@ from asrserve.settings.scheduler import SchedulerSettings
 from asrserve.settings.server import ServerSettings
 from asrserve.settings.storage import StorageSettings
 from asrserve.settings.webhooks import WebhookSettings
+from asrserve.settings.wyoming import WyomingSettings
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
-# Each group by the title its table has in the README, in that order.
+# Each group by the title its table has in docs/configuration.md, in that order.
 GROUPS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("Server", ServerSettings),
     ("Access", AccessSettings),
@@ -46,6 +47,7 @@ GROUPS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("Files and Batch API", BatchApiSettings),
     ("Webhooks", WebhookSettings),
     ("Distributed mode", DistributedSettings),
+    ("Wyoming (Home Assistant)", WyomingSettings),
 )
 
 # Settings renamed so that one word names one idea (docs/glossary.md): the old names are
@@ -110,6 +112,7 @@ class Settings(
     BatchApiSettings,
     WebhookSettings,
     DistributedSettings,
+    WyomingSettings,
 ):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
 
