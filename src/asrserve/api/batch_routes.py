@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
+from asrserve.api.openapi import errors
 from asrserve.api.schemas import page_body
 from asrserve.api.uploads import upload_key
 from asrserve.auth.principal import Principal
@@ -27,10 +28,23 @@ class CreateBatch(BaseModel):
     metadata: dict[str, str] | None = None
 
 
-@router.post("")
+@router.post(
+    "",
+    responses=errors(
+        s400="Another endpoint or completion window (`param` names the field); an input file "
+        "of more than `ASRSERVE_BATCH_API_MAX_REQUESTS` requests (`too_many_requests`).",
+        s413="A body over `ASRSERVE_MAX_JSON_BODY_BYTES` (`request_too_large`, enforced while "
+        "reading).",
+    ),
+)
 async def create_batch(body: CreateBatch, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Accept a JSONL file of transcription requests; they run as offline, lowest-priority
-    work. ``metadata.callback_url`` gets a POST of the batch when it ends."""
+    work. ``metadata.callback_url`` gets a POST of the batch when it ends.
+
+    JSON ``{input_file_id, endpoint: "/v1/audio/transcriptions" or "/v1/audio/translations",
+    completion_window: "24h", metadata}``, at most ``ASRSERVE_MAX_JSON_BODY_BYTES`` (64 KiB).
+    The callback is POSTed the batch object (``X-Asrserve-Event: batch.<status>``), retried
+    like job webhooks. The input lines' format: docs/calling.md#batch-api."""
     return (await ctx.batches.create(NewBatch(**body.model_dump()), principal)).view()
 
 
@@ -41,11 +55,12 @@ async def list_batches(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     after: str | None = None,
 ) -> dict[str, Any]:
+    """The caller's batches, newest first; ``after`` is the ``last_id`` of the previous page."""
     batches = await ctx.batches.page(principal, limit=limit + 1, after=after)
     return page_body([batch.view() for batch in batches], limit)
 
 
-@router.get("/{batch_id}")
+@router.get("/{batch_id}", responses=errors(s404="No such batch, or not the caller's."))
 async def get_batch(
     batch_id: str,
     ctx: Ctx,
@@ -53,7 +68,14 @@ async def get_batch(
     request: Request,
     wait: Annotated[float, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
-    """``?wait=N`` long-polls: answers as soon as the batch has ended, or after N s."""
+    """``?wait=N`` long-polls: answers as soon as the batch has ended, or after N s.
+
+    OpenAI's batch object: ``status`` (``validating``, ``failed``, ``in_progress``,
+    ``finalizing``, ``completed``, ``expired``, ``cancelling``, ``cancelled``),
+    ``request_counts``, every ``*_at``, ``output_file_id``, ``error_file_id``, ``errors``, plus
+    ``audio_seconds`` and, while the batch is in progress, ``audio_seconds_done`` (finished
+    requests' audio plus running ones' share of their windows done; null otherwise). The wait
+    is capped by ``ASRSERVE_MAX_WAIT_PARAM_S``."""
     batch = await ctx.batches.found(batch_id, principal)
     timeout = min(wait, ctx.service.settings.max_wait_param_s)
     if timeout and not batch.status.finished:
@@ -62,7 +84,10 @@ async def get_batch(
     return await ctx.batches.view(batch)
 
 
-@router.post("/{batch_id}/cancel")
+@router.post(
+    "/{batch_id}/cancel",
+    responses=errors(s404="No such batch, or not the caller's.", s409="The batch has ended."),
+)
 async def cancel_batch(batch_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Stop a batch: requests not finished are cancelled, finished results are kept."""
     return (await ctx.batches.cancel(batch_id, principal)).view()

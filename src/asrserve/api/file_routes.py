@@ -10,6 +10,7 @@ from fastapi.responses import FileResponse
 
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext, context
+from asrserve.api.openapi import errors
 from asrserve.api.schemas import page_body
 from asrserve.api.uploads import receive_upload
 from asrserve.auth.principal import Principal
@@ -19,12 +20,16 @@ router = APIRouter(prefix="/v1/files")
 Ctx = Annotated[ApiContext, Depends(context)]
 Caller = Annotated[Principal, Depends(caller)]
 JSONL = "application/jsonl"
+UNKNOWN = "No such file, or not the caller's."
 
 
-@router.post("")
+@router.post("", responses=errors(s413="Over the byte limit of its purpose (`file_too_large`)."))
 async def upload_file(request: Request, ctx: Ctx, principal: Caller) -> dict[str, Any]:
     """Multipart ``file`` and ``purpose`` (``batch``: JSONL requests; ``audio``: audio that
-    batch requests name by id). Streamed to disk; limits are enforced while reading."""
+    batch requests name by id). Streamed to disk; limits are enforced while reading.
+
+    A ``batch`` file is at most ``ASRSERVE_BATCH_API_MAX_FILE_BYTES``; any file at most the
+    larger of that and ``ASRSERVE_MAX_JOB_UPLOAD_BYTES``. An empty file: 400 ``empty_file``."""
     file_id, path = ctx.files.new_upload_path()
     upload = await receive_upload(request, path, ctx.files.upload_limit, ctx.uploads)
     record = await ctx.files.create(file_id, upload, upload.get("purpose"), principal)
@@ -39,23 +44,28 @@ async def list_files(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 20,
     after: str | None = None,
 ) -> dict[str, Any]:
+    """The caller's files, newest first; output and error files have purpose
+    ``batch_output``."""
     files = await ctx.files.page(principal, purpose, limit=limit + 1, after=after)
     return page_body([f.view() for f in files], limit)
 
 
-@router.get("/{file_id}")
+@router.get("/{file_id}", responses=errors(s404=UNKNOWN))
 async def get_file(file_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
+    """The file's object."""
     return (await ctx.files.found(file_id, principal)).view()
 
 
-@router.get("/{file_id}/content")
+@router.get("/{file_id}/content", responses=errors(s404=UNKNOWN))
 async def file_content(file_id: str, ctx: Ctx, principal: Caller) -> FileResponse:
+    """The file's bytes: audio as it was uploaded, JSONL for the others."""
     record, path = await ctx.files.content(file_id, principal)
     media_type = "application/octet-stream" if record.purpose is FilePurpose.AUDIO else JSONL
     return FileResponse(path, media_type=media_type, filename=record.filename)
 
 
-@router.delete("/{file_id}")
+@router.delete("/{file_id}", responses=errors(s404=UNKNOWN))
 async def delete_file(file_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
+    """Delete the file."""
     record = await ctx.files.delete(file_id, principal)
     return {"id": record.id, "object": "file", "deleted": True}

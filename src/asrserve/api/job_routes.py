@@ -11,7 +11,7 @@ from asrserve.api.access import caller
 from asrserve.api.cue_params import cue_fields
 from asrserve.api.deps import ApiContext, context
 from asrserve.api.intake import ready_model, receive_transcription
-from asrserve.api.openapi import transcription_form
+from asrserve.api.openapi import WORK_ERRORS, errors, transcription_form
 from asrserve.api.responses import transcript_response
 from asrserve.api.schemas import job_view, page_body
 from asrserve.api.streams import KEEPALIVE_S, event_stream, job_events
@@ -25,13 +25,27 @@ from asrserve.vocabulary import Priority
 router = APIRouter(prefix="/v1/jobs")
 Ctx = Annotated[ApiContext, Depends(context)]
 Caller = Annotated[Principal, Depends(caller)]
+UNKNOWN = "No such job, or not the caller's (each key sees only its own)."
+TOO_MANY_WAITS = (
+    "The key holds `ASRSERVE_MAX_WAITS_PER_KEY` event streams and long polls (`too_many_waits`)."
+)
 
 
-@router.post("", status_code=202, openapi_extra=transcription_form(sync=False))
+@router.post(
+    "",
+    status_code=202,
+    openapi_extra=transcription_form(sync=False),
+    responses=errors(WORK_ERRORS),
+)
 async def create_job(
     request: Request, ctx: Annotated[ApiContext, Depends(ready_model)], principal: Caller
 ) -> Response:
-    """Accept a file for transcription; answers 202 once the job is durably queued."""
+    """Accept a file for transcription; answers 202 once the job is durably queued.
+
+    The form of ``POST /v1/audio/transcriptions`` plus an optional ``callback_url``: 202
+    with the job and a ``Location`` header. ``response_format=srt`` or ``vtt`` keeps word
+    timestamps for the subtitles; their limits are given when the transcript is fetched
+    (here: 400 naming the field)."""
     service = ctx.service
     job_id, upload, parsed = await receive_transcription(
         request,
@@ -53,11 +67,12 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     after: str | None = None,
 ) -> dict[str, Any]:
+    """The caller's jobs, newest first; ``after`` is the ``last_id`` of the previous page."""
     jobs = await ctx.service.jobs(principal.scope, status=status, limit=limit + 1, after=after)
     return page_body([job_view(job) for job in jobs], limit)
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id}", responses=errors(s404=UNKNOWN, s429=TOO_MANY_WAITS))
 async def get_job(
     job_id: str,
     ctx: Ctx,
@@ -65,7 +80,13 @@ async def get_job(
     request: Request,
     wait: Annotated[float, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
-    """``?wait=N`` long-polls: answers as soon as the job finishes, or after N s."""
+    """Status, timings, attempts, error, ``progress`` and the result once done.
+
+    ``progress``: ``chunks_done``/``chunks_total`` windows, ``audio_done_s``/``audio_total_s``
+    seconds of speech, ``eta_s`` at the job's measured speed; null until its first window is
+    known, the totals growing while the rest of the file is decoded. ``?wait=N`` long-polls:
+    answers as soon as the job finishes, or after N s (capped by
+    ``ASRSERVE_MAX_WAIT_PARAM_S``)."""
     service = ctx.service
     job = await service.job(job_id, principal)
     timeout = min(wait, service.settings.max_wait_param_s)
@@ -75,11 +96,15 @@ async def get_job(
     return job_view(job)
 
 
-@router.get("/{job_id}/events")
+@router.get("/{job_id}/events", responses=errors(s404=UNKNOWN, s429=TOO_MANY_WAITS))
 async def follow_job(job_id: str, ctx: Ctx, principal: Caller, request: Request) -> Response:
     """Server-sent events as the job changes: ``status``, ``progress``, ``segment`` (each
     segment whose text is final, in order) and ``done`` (the finished job); the stream ends
-    with the job, or after ``events_stream_s`` (a client reconnects to go on)."""
+    with the job, or after ``events_stream_s`` (a client reconnects to go on).
+
+    ``segment`` carries ``id``, ``start``, ``end`` and ``text``; ``done`` the finished job, as
+    ``GET /v1/jobs/{id}`` shows it. Open at most ``ASRSERVE_EVENTS_STREAM_S`` (1 h); a comment
+    line every 15 s keeps proxies from closing it."""
     service = ctx.service
     await service.job(job_id, principal)
     give_back = ctx.waits.take(upload_key(request))
@@ -87,7 +112,14 @@ async def follow_job(job_id: str, ctx: Ctx, principal: Caller, request: Request)
     return event_stream(job_events(jobs), {}, give_back)
 
 
-@router.get("/{job_id}/transcript")
+@router.get(
+    "/{job_id}/transcript",
+    responses=errors(
+        s404=UNKNOWN,
+        s409="The job is not finished, or was cancelled.",
+        s400="A subtitle limit with another format.",
+    ),
+)
 async def get_transcript(
     job_id: str,
     ctx: Ctx,
@@ -96,7 +128,10 @@ async def get_transcript(
     format: ResponseFormat = ResponseFormat.JSON,
 ) -> Response:
     """The finished job's transcript in ``format``; subtitles cut as the shaping parameters
-    say (from word timestamps if the job has them: submitted as srt or vtt)."""
+    say (from word timestamps if the job has them: submitted as srt or vtt).
+
+    Any response format; ``srt`` and ``vtt`` take the subtitle limits as query parameters
+    (defaults as for transcriptions; docs/calling.md#subtitles)."""
     subtitles = format in (ResponseFormat.SRT, ResponseFormat.VTT)
     cues = parse_cue_limits(shaping, subtitles, needs="format srt or vtt")
     job = await ctx.service.job(job_id, principal)
@@ -104,7 +139,8 @@ async def get_transcript(
     return await transcript_response(ctx.renders, job, format, words=words, cues=cues)
 
 
-@router.delete("/{job_id}")
+@router.delete("/{job_id}", responses=errors(s404=UNKNOWN))
 async def cancel_job(job_id: str, ctx: Ctx, principal: Caller) -> dict[str, Any]:
-    """Cancel a queued or running job; a finished job is returned unchanged."""
+    """Cancel a queued or running job (its windows not yet run are dropped); a finished job
+    is returned unchanged."""
     return job_view(await ctx.service.cancel_visible(job_id, principal))

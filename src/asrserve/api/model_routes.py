@@ -30,6 +30,7 @@ from fastapi import APIRouter, Depends
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext
 from asrserve.api.intake import ready_model
+from asrserve.api.openapi import errors
 from asrserve.auth.principal import Principal
 from asrserve.batcher.residency import Residency
 from asrserve.engine.base import ModelInfo
@@ -45,16 +46,36 @@ Caller = Annotated[Principal, Depends(caller)]
 
 @router.get("")
 async def list_models(ctx: Ready, principal: Caller) -> dict[str, Any]:
+    """Every served model: OpenAI's card (``id``, ``object``, ``created``, ``owned_by``) plus
+    ``languages`` (``"multilingual"`` or ``["en"]``), ``translate``, ``default`` and
+    ``aliases``, and for the calling key ``allowed_languages`` (null: any) and
+    ``default_language`` (null: detected). ``whisper-1`` is not a model of its own: it is
+    listed as the default model's alias. Also ``keep_alive`` (seconds its weights stay
+    loaded once idle, -1 forever: Ollama's, set per model by
+    ``ASRSERVE_MODELS=base:keep_alive=5m`` and by each request's ``keep_alive`` field, an
+    extension on transcriptions, translations, ``/v1/jobs`` and Batch API lines; the latest
+    request wins) and ``loaded`` (in memory now; null on a distributed node;
+    docs/models.md)."""
     assert ctx.catalog is not None
     return {"object": "list", "data": [_card(model, ctx, principal) for model in ctx.catalog]}
 
 
-@router.get("/{model_id}")
+@router.get("/{model_id}", responses=errors(s404="Not a served model (`model_not_found`)."))
 async def get_model(model_id: str, ctx: Ready, principal: Caller) -> dict[str, Any]:
+    """The model's card, as ``GET /v1/models`` lists it; ``GET /v1/models/whisper-1`` answers
+    the default's card."""
     return _card(_served(model_id, ctx), ctx, principal)
 
 
-@router.post("/{model_id}/load")
+@router.post(
+    "/{model_id}/load",
+    responses=errors(
+        s403="Not an admin key (`admin_required`).",
+        s404="Not a served model (`model_not_found`).",
+        s409="`model_busy`: it has work pending or running (unload); `models_on_workers`: a "
+        "distributed node, whose models live on the worker nodes.",
+    ),
+)
 async def load_model(
     model_id: str, ctx: Ready, principal: Caller, keep_alive: str | None = None
 ) -> dict[str, Any]:
@@ -65,9 +86,18 @@ async def load_model(
     return _card(model, ctx, principal)
 
 
-@router.post("/{model_id}/unload")
+@router.post(
+    "/{model_id}/unload",
+    responses=errors(
+        s403="Not an admin key (`admin_required`).",
+        s404="Not a served model (`model_not_found`).",
+        s409="`model_busy`: it has work pending or running (unload); `models_on_workers`: a "
+        "distributed node, whose models live on the worker nodes.",
+    ),
+)
 async def unload_model(model_id: str, ctx: Ready, principal: Caller) -> dict[str, Any]:
-    """Release the model's replicas now (admin keys); 409 while it has work."""
+    """Release the model's replicas now (admin keys); 409 while it has work. Its next
+    request loads it again; the answer is its card."""
     model, residency = _operated(model_id, ctx, principal)
     await residency.unload(model.id)
     return _card(model, ctx, principal)

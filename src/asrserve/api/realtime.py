@@ -62,6 +62,22 @@ class _Client:
 
 @router.websocket("/v1/realtime")
 async def realtime(websocket: WebSocket, intent: str | None = None) -> None:
+    """Live transcription over a WebSocket (``?intent=transcription``), in OpenAI's realtime
+    transcription events, GA (``session.update`` with ``session.type: "transcription"``, what
+    ``openai``'s ``client.realtime.connect()`` speaks) or beta
+    (``transcription_session.update``, ``OpenAI-Beta: realtime=v1``), each answered in its own
+    shape. Audio comes in as it is spoken (base64 PCM16 at 24 kHz as OpenAI's clients send
+    it, or 16 kHz; G.711 ``audio/pcmu``/``audio/pcma`` at 8 kHz from telephony); turns are
+    cut by server VAD (a turn past ``ASRSERVE_LIVE_MAX_TURN_S``, 15 s, at its best pause) or
+    committed by the client (``input_audio_buffer.committed``, ``.cleared``); interim
+    ``...input_audio_transcription.delta`` while a turn is open (a word sent is never taken
+    back), ``...completed`` when it ends and ``...failed`` for a turn that cannot be decoded
+    (the session goes on). Per session: ``model``, ``language``, ``prompt``, and ``task:
+    "translate"`` (English captions of other languages, a multilingual model);
+    ``noise_reduction`` is accepted and shown as ignored; ``include:
+    ["item.input_audio_transcription.logprobs"]`` puts the final decode's token ``logprobs``
+    on each ``completed``. Many sessions' windows share forward passes with each other and
+    with file requests, ahead of them (docs/live.md)."""
     ctx: ApiContext = websocket.app.state.context
     offered = websocket.scope.get("subprotocols") or []
     await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)

@@ -18,7 +18,10 @@ async def webhook_secret(
     ctx: Annotated[ApiContext, Depends(context)], principal: Annotated[Principal, Depends(caller)]
 ) -> dict[str, Any]:
     """Verify a webhook's ``webhook-signature`` with it (Standard Webhooks: the base64
-    after ``whsec_`` is the HMAC-SHA256 key; README.md, docs/security.md)."""
+    after ``whsec_`` is the HMAC-SHA256 key; docs/calling.md#webhooks, docs/security.md).
+
+    ``{"object": "webhook_secret", "secret": "whsec_...", "scheme": "standard-webhooks-v1"}``:
+    the secret the caller's webhooks are signed with."""
     return {
         "object": "webhook_secret",
         "secret": ctx.service.signer.shown(principal.owner),

@@ -1,6 +1,7 @@
 """The settings as people read them, made from the fields so that a setting is written once:
-``asrserve serve``'s flags, and the README's tables (``python -m asrserve.settings.table
---write README.md``; ``--check`` fails when the README's tables are not the fields')."""
+``asrserve serve``'s flags, and docs/configuration.md's tables (``python -m
+asrserve.settings.table --write docs/configuration.md``, ``make docs``; ``--check`` fails when
+the file's tables are not the fields')."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def markdown() -> str:
 
 
 def replaced(text: str) -> str:
-    """``text`` (the README) with its settings tables made anew."""
+    """``text`` (docs/configuration.md) with its settings tables made anew."""
     start, end = text.index(BEGIN), text.index(END) + len(END)
     return text[:start] + markdown() + text[end:]
 

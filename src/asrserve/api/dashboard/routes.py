@@ -38,6 +38,10 @@ PREVIEW_CHARS = 120
 
 @router.get("/", include_in_schema=False)
 async def index() -> FileResponse:
+    """The live dashboard: audio seconds per second, device busy % over time, batch sizes,
+    queue depth by priority, latency percentiles, recent jobs, and a "try it" upload form
+    (hand-written, shipped in the package, nothing from a CDN; fed by
+    ``GET /v1/dashboard/stats``)."""
     return FileResponse(
         STATIC_DIR / "index.html", media_type="text/html; charset=utf-8", headers=NO_CACHE
     )
