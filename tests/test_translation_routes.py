@@ -131,6 +131,7 @@ def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) ->
         "timestamp_granularities[]",
         "beam_size",
         "include[]",
+        "keywords[]",  # faster-whisper's hotwords apply to a translation too
         "chunking_strategy",
         "deadline_s",
         "keep_alive",
