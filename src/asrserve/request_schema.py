@@ -90,25 +90,30 @@ def _prompt(value: str) -> str:
     return value
 
 
+def keyword_refused(term: str) -> str | None:
+    """Why ``keywords[]`` refuses a term, stripped already (empty, over
+    :data:`MAX_KEYWORD_CHARS` characters, a control character or lone surrogate, or ``<|``,
+    which the tokenizer reads as Whisper's own tokens); None if it takes it."""
+    shown = repr(term[:20])
+    if not term:
+        return "holds an empty term"
+    if len(term) > MAX_KEYWORD_CHARS:
+        return f"takes terms of at most {MAX_KEYWORD_CHARS} characters, not {len(term)}"
+    if any(unicodedata.category(char) in ("Cc", "Cs") for char in term):
+        return f"term {shown} holds a control character or a lone surrogate"
+    if "<|" in term:
+        return f"term {shown} holds '<|', which Whisper's tokenizer reads as its own tokens"
+    return None
+
+
 def _keywords(terms: list[str]) -> list[str]:
-    """Terms Whisper is prompted with (``keywords[]``): each stripped, not empty, at most
-    :data:`MAX_KEYWORD_CHARS` characters, no control character, lone surrogate or ``<|``
-    (the tokenizer reads ``<|...|>`` as Whisper's own tokens); within
-    :data:`MAX_KEYWORD_BYTES` joined."""
+    """Terms Whisper is prompted with (``keywords[]``): each stripped and taken by
+    :func:`keyword_refused`; within :data:`MAX_KEYWORD_BYTES` joined."""
     stripped = [term.strip() for term in terms]
     for term in stripped:
-        shown = repr(term[:20])
-        if not term:
-            raise PydanticCustomError("invalid_request", "holds an empty term")
-        if len(term) > MAX_KEYWORD_CHARS:
-            message = f"takes terms of at most {MAX_KEYWORD_CHARS} characters, not {len(term)}"
-            raise PydanticCustomError("invalid_request", message)
-        if any(unicodedata.category(char) in ("Cc", "Cs") for char in term):
-            message = f"term {shown} holds a control character or a lone surrogate"
-            raise PydanticCustomError("invalid_request", message)
-        if "<|" in term:
-            message = f"term {shown} holds '<|', which Whisper's tokenizer reads as its own tokens"
-            raise PydanticCustomError("invalid_request", message)
+        refused = keyword_refused(term)
+        if refused is not None:
+            raise PydanticCustomError("invalid_request", refused)
     size = len(KEYWORD_SEPARATOR.join(stripped).encode())
     if size > MAX_KEYWORD_BYTES:
         raise PydanticCustomError(

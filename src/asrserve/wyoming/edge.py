@@ -18,7 +18,7 @@ from asrserve.auth.principal import OPEN, Principal
 from asrserve.engine.catalog import Catalog
 from asrserve.errors import AsrError, DeadlineExceeded, StoredError, Unauthenticated
 from asrserve.jobs.models import Job, JobStatus
-from asrserve.request_schema import MAX_KEYWORD_BYTES, MAX_KEYWORD_CHARS, MAX_KEYWORDS
+from asrserve.request_schema import MAX_KEYWORD_BYTES, MAX_KEYWORDS, keyword_refused
 from asrserve.requests import parse_request
 from asrserve.service.jobs import Service
 from asrserve.settings import Settings
@@ -105,13 +105,14 @@ def _failure(job: Job, timeout: float) -> AsrError:
 
 def keywords(request: Transcribe) -> list[str]:
     """``transcript_names`` then ``transcript_terms`` (names come first) as the request's
-    ``keywords[]``: each stripped, those the request schema would refuse (empty, too long,
-    unprintable, holding ``<|``) left out, and no more than fit its limits in that order
-    (Home Assistant may send every name it knows: the first that fit are kept)."""
+    ``keywords[]``: each stripped, those the request schema refuses
+    (:func:`~asrserve.request_schema.keyword_refused`) left out, and no more than fit its
+    limits in that order (Home Assistant may send every name it knows: the first that fit
+    are kept)."""
     kept: list[str] = []
     for term in (*(request.transcript_names or ()), *(request.transcript_terms or ())):
         term = term.strip()
-        if not term or len(term) > MAX_KEYWORD_CHARS or "<|" in term or not term.isprintable():
+        if keyword_refused(term) is not None:
             continue
         joined = KEYWORD_SEPARATOR.join([*kept, term])
         if len(kept) == MAX_KEYWORDS or len(joined.encode()) > MAX_KEYWORD_BYTES:
