@@ -53,12 +53,11 @@ class App:
         body: Batch = response.json()
         return body
 
-    def ended(self, batch_id: str, wait: float = 30) -> Batch:
-        """The batch once it has ended, by long polls (``?wait=``), or plain polls where
-        ``wait`` is 0."""
+    def ended(self, batch_id: str) -> Batch:
+        """The batch once it has ended, by long polls (``?wait=``)."""
 
         def polled() -> Batch | None:
-            response = self.http.get(f"/v1/batches/{batch_id}", params={"wait": wait})
+            response = self.http.get(f"/v1/batches/{batch_id}", params={"wait": 30})
             body: Batch = response.json()
             return body if ended(body) else None
 
