@@ -10,6 +10,8 @@
    requires the password the API and the workers read (a client without it: NOAUTH).
 4. ``/healthz`` (the API node's and each worker's probe server) answers within 1 s while
    both workers are saturated.
+5. Home Assistant's Wyoming protocol on the API node's published port: the library's client
+   sends jfk as a satellite does, and a worker's transcript comes back.
 
 Exits non-zero, with the failed check, on the first that does not hold.
 """
@@ -17,6 +19,7 @@ Exits non-zero, with the failed check, on the first that does not hold.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
 import os
@@ -35,6 +38,9 @@ import av
 import httpx
 import numpy as np
 from openai import OpenAI
+from wyoming.asr import Transcribe, Transcript
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
 
 ROOT = Path(__file__).resolve().parent.parent
 JFK = ROOT / "tests" / "data" / "jfk.flac"
@@ -88,8 +94,8 @@ def answers(url: str) -> bool:
         return False
 
 
-def long_clip(path: Path, repeats: int) -> bytes:
-    """jfk ``repeats`` times over as 16 kHz mono WAV: long enough to keep workers busy."""
+def jfk_pcm() -> np.ndarray:
+    """jfk as 16 kHz 16-bit mono samples."""
     with av.open(str(JFK)) as container:
         resampler = av.AudioResampler(format="s16", layout="mono", rate=16000)
         frames = [
@@ -97,7 +103,30 @@ def long_clip(path: Path, repeats: int) -> bytes:
             for frame in container.decode(audio=0)
             for out in resampler.resample(frame)
         ]
-    samples = np.tile(np.concatenate(frames), repeats).astype(np.int16)
+    return np.concatenate(frames).astype(np.int16)
+
+
+async def wyoming_transcript(port: int, pcm: bytes) -> str:
+    """``pcm`` (16 kHz 16-bit mono) sent to a Wyoming server as a satellite sends it; the
+    ``transcript`` it answers."""
+    fmt = {"rate": 16000, "width": 2, "channels": 1}
+    async with AsyncTcpClient("127.0.0.1", port, read_timeout=120) as client:
+        await client.write_event(Transcribe(language="en").event())
+        await client.write_event(AudioStart(**fmt).event())
+        for start in range(0, len(pcm), 2048):
+            await client.write_event(AudioChunk(audio=pcm[start : start + 2048], **fmt).event())
+        await client.write_event(AudioStop().event())
+        while (event := await client.read_event()) is not None:
+            if Transcript.is_type(event.type):
+                return Transcript.from_event(event).text
+            if event.type == "error":
+                raise CheckFailed(f"wyoming answered an error: {event.data}")
+    raise CheckFailed("the Wyoming server closed the connection without a transcript")
+
+
+def long_clip(path: Path, repeats: int) -> bytes:
+    """jfk ``repeats`` times over as 16 kHz mono WAV: long enough to keep workers busy."""
+    samples = np.tile(jfk_pcm(), repeats)
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:
         out.setnchannels(1)
@@ -152,7 +181,7 @@ class Stack:
 
     def __init__(self, image: str, redis_image: str, work: Path) -> None:
         self.key = f"asr_{secrets.token_hex(24)}"
-        self.port = free_port()
+        self.port, self.wyoming_port = free_port(), free_port()
         env_file = work / "asrserve.env"
         env_file.write_text(
             f"ASRSERVE_API_KEY={self.key}\nASRSERVE_LOG_FORMAT=json\n"
@@ -174,6 +203,7 @@ class Stack:
             "ASRSERVE_ADMIN_KEY_FILE": str(admin),
             "ASRSERVE_REDIS_PASSWORD_FILE": str(redis_password),
             "ASRSERVE_PUBLISH": f"127.0.0.1:{self.port}",
+            "ASRSERVE_WYOMING_PUBLISH": f"127.0.0.1:{self.wyoming_port}",
         }
         self.url = f"http://127.0.0.1:{self.port}"
         self.http = httpx.Client(
@@ -282,6 +312,8 @@ def run_stack(stack: Stack, audio: bytes) -> None:
                                    capture_output=True).returncode == 0 for w in workers),
         180, "both workers' /readyz",
     )  # fmt: skip
+    heard = asyncio.run(wyoming_transcript(stack.wyoming_port, jfk_pcm().tobytes())).lower()
+    check(JFK_WORDS in heard, f"Wyoming on the API node's port: a worker's transcript: {heard!r}")
     answers_ = [
         stack.http.post(
             "/v1/jobs", files={"file": (f"clip{n}.wav", audio, "audio/wav")},

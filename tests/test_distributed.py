@@ -13,17 +13,19 @@ from typing import Any, cast
 import httpx
 import openai
 import pytest
+from wyoming.asr import Transcript, TranscriptChunk
 
 from asrserve.bench.conversations import build
 from asrserve.bench.corpus import Clip, write_float_wav
 from asrserve.bench.redis_process import RedisProcess
 from asrserve.bench.wer import wer_one
-from asrserve.cli.server_process import ServerProcess
+from asrserve.cli.server_process import ServerProcess, free_port
 from tests.support.api import submit_job, transcribe_text, wait_job
 from tests.support.batches import create_batch, line, upload_audio
 from tests.support.cluster import Cluster
 from tests.support.servers import Receiver
 from tests.support.wait import wait_until
+from tests.support.wyoming import pcm16, transcribed
 
 pytestmark = pytest.mark.slow
 
@@ -335,6 +337,23 @@ def test_a_diarized_job_and_request_are_answered_by_the_worker_node(
         assert answer.status_code == 200, answer.text
         assert [s["speaker"] for s in answer.json()["segments"]] == speakers
     assert (job_id, "succeeded") in worker.finished_jobs()
+
+
+def test_a_wyoming_utterance_to_an_api_node_is_transcribed_by_a_worker(cluster: Cluster) -> None:
+    """The API node's Wyoming server submits the utterance to the queue and follows the
+    job in Redis: the worker's text comes back streamed, then whole."""
+    port = free_port()
+    cluster.api({"ASRSERVE_WYOMING_PORT": str(port)})
+    worker = cluster.worker()
+    events = transcribed(port, pcm16(Path(__file__).parent / "data" / "jfk.flac"))
+    kinds = [e.type for e in events]
+    assert (kinds[0], kinds[-2:]) == ("transcript-start", ["transcript", "transcript-stop"])
+    chunks = [TranscriptChunk.from_event(e).text for e in events if e.type == "transcript-chunk"]
+    text = Transcript.from_event(events[-2]).text
+    assert "".join(chunks) == text
+    assert "ask not what your country can do for you" in text.lower()
+    (done,) = worker.finished_jobs()
+    assert done[1] == "succeeded"
 
 
 def test_the_leader_api_node_dies_and_another_takes_over(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,10 @@ class Cluster:
             **self.env,
         }
 
-    def api(self) -> ServerProcess:
-        node = ServerProcess(self.root / f"api{len(self.apis)}" / "data", env=self.shared_env)
+    def api(self, env: Mapping[str, str] | None = None) -> ServerProcess:
+        """An API node, once ready; ``env`` adds to the shared settings."""
+        data = self.root / f"api{len(self.apis)}" / "data"
+        node = ServerProcess(data, env={**self.shared_env, **(env or {})})
         self.apis.append(node)
         return node.start()
 

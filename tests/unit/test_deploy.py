@@ -169,6 +169,36 @@ def test_network_policies_admit_only_asrserve_to_redis_and_prometheus_to_the_wor
     ]
 
 
+def test_the_api_serves_wyoming_on_its_service_to_home_assistant_alone() -> None:
+    manifests, pods = by_kind(), pod_labels()
+    pod = manifests[("Deployment", "asrserve-api")]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert (env["ASRSERVE_WYOMING_PORT"], env["ASRSERVE_WYOMING_HOST"]) == ("10300", "0.0.0.0")
+    assert ports == {"http": 8000, "wyoming": 10300}
+    service = manifests[("Service", "asrserve-api")]["spec"]["ports"]
+    assert {p["targetPort"]: p["port"] for p in service} == {"http": 8000, "wyoming": 10300}
+    policy = manifests[("NetworkPolicy", "asrserve-api")]["spec"]
+    assert {name for name, labels in pods.items() if selects(policy["podSelector"], labels)} == {
+        "asrserve-api"
+    }
+    http, wyoming = policy["ingress"]
+    assert (http["ports"], "from" in http) == ([{"protocol": "TCP", "port": 8000}], False)
+    assert wyoming["ports"] == [{"protocol": "TCP", "port": 10300}]
+    assert [p["podSelector"] for p in wyoming["from"]] == [
+        {"matchLabels": {"app.kubernetes.io/name": "home-assistant"}}
+    ]
+
+
+def test_compose_publishes_wyoming_on_loopback_by_default() -> None:
+    api = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())["services"]["api"]
+    env = api["environment"]
+    assert (env["ASRSERVE_WYOMING_PORT"], env["ASRSERVE_WYOMING_HOST"]) == ("10300", "0.0.0.0")
+    assert "${ASRSERVE_WYOMING_PUBLISH:-127.0.0.1:10300}:10300" in api["ports"]
+    Settings.model_validate({k.removeprefix("ASRSERVE_").lower(): v for k, v in env.items()})
+
+
 def test_compose_redis_requires_the_password_the_nodes_read() -> None:
     compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
     redis = compose["services"]["redis"]

@@ -41,6 +41,7 @@ def test_the_serve_flags_are_made_from_the_fields() -> None:
         "--calibration",
         "--wyoming-port",
         "--wyoming-host",
+        "--wyoming-zeroconf",
     }
     argv = ["serve", "--max-batch-size", "4", "--encoder-windows-s", "5,30"]
     args = parser({}).parse_args([*argv, "--shared-dir", "/mnt/x", "--cpu-threads", "auto"])

@@ -5,7 +5,6 @@ from asrserve.settings.admission import AdmissionSettings
 from asrserve.settings.batch_api import BatchApiSettings
 from asrserve.settings.core import (
     GROUPS,
-    LOOPBACK_HOSTS,
     RENAMED,
     Settings,
     explain,
@@ -13,7 +12,7 @@ from asrserve.settings.core import (
 )
 from asrserve.settings.distributed import DistributedSettings
 from asrserve.settings.engine import EngineSettings
-from asrserve.settings.fields import ENV_PREFIX, MIB, AuthMode, EncoderWindow
+from asrserve.settings.fields import ENV_PREFIX, LOOPBACK_HOSTS, MIB, AuthMode, EncoderWindow
 from asrserve.settings.limits import LimitsSettings
 from asrserve.settings.live import LiveSettings
 from asrserve.settings.scheduler import SchedulerSettings

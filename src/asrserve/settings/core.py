@@ -23,7 +23,7 @@ from asrserve.settings.admission import AdmissionSettings
 from asrserve.settings.batch_api import BatchApiSettings
 from asrserve.settings.distributed import DistributedSettings
 from asrserve.settings.engine import EngineSettings
-from asrserve.settings.fields import ENV_PREFIX, AuthMode
+from asrserve.settings.fields import ENV_PREFIX, LOOPBACK_HOSTS, AuthMode
 from asrserve.settings.limits import LimitsSettings
 from asrserve.settings.live import LiveSettings
 from asrserve.settings.scheduler import SchedulerSettings
@@ -31,8 +31,6 @@ from asrserve.settings.server import ServerSettings
 from asrserve.settings.storage import StorageSettings
 from asrserve.settings.webhooks import WebhookSettings
 from asrserve.settings.wyoming import WyomingSettings
-
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 # Each group by the title its table has in docs/configuration.md, in that order.
 GROUPS: tuple[tuple[str, type[BaseModel]], ...] = (

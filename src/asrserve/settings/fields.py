@@ -8,6 +8,8 @@ from pydantic.config import JsonDict
 
 MIB = 1024 * 1024
 ENV_PREFIX = "ASRSERVE_"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
 FLAG: JsonDict = {
     "flag": True
 }  # json_schema_extra of a field that `asrserve serve` takes as a flag

@@ -16,6 +16,7 @@ from asrserve.engine.catalog import Catalog
 from asrserve.errors import AsrError
 from asrserve.service.jobs import Service
 from asrserve.settings import LOOPBACK_HOSTS, Settings
+from asrserve.wyoming.discovery import Announcement, announcement
 from asrserve.wyoming.edge import Edge
 from asrserve.wyoming.framing import MAX_LINE_BYTES
 from asrserve.wyoming.handler import Connection
@@ -24,8 +25,9 @@ log = logging.getLogger(__name__)
 
 
 class WyomingServer:
-    def __init__(self, edge: Edge) -> None:
+    def __init__(self, edge: Edge, announced: Announcement) -> None:
         self.edge = edge
+        self.announced = announced
         self.port = 0  # the bound port, once started
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -51,6 +53,7 @@ class WyomingServer:
             await self.edge.principal()
         except AsrError as exc:
             log.warning("wyoming: %s: each utterance is refused until it does", exc.message)
+        await self.announced.start(self.port)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = Connection(reader, writer, self.edge)
@@ -63,11 +66,12 @@ class WyomingServer:
             del self._connections[task]
 
     async def stop(self, grace_s: float) -> None:
-        """No new connection; an idle one closed at once; one inside an utterance (sending
-        it, or waiting for its text) given up to ``grace_s`` to be answered, then closed;
-        what is left after that, cancelled."""
+        """The announcement withdrawn; no new connection; an idle one closed at once; one
+        inside an utterance (sending it, or waiting for its text) given up to ``grace_s`` to
+        be answered, then closed; what is left after that, cancelled."""
         if self._server is None:
             return
+        await self.announced.stop()
         self._server.close()
         busy = []
         for task, connection in list(self._connections.items()):
@@ -91,6 +95,6 @@ async def start_wyoming(
     """The Wyoming server, listening; None when ``wyoming_port`` is unset."""
     if settings.wyoming_port is None:
         return None
-    server = WyomingServer(Edge(service, catalog, settings))
+    server = WyomingServer(Edge(service, catalog, settings), announcement(settings))
     await server.start()
     return server
