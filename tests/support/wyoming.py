@@ -11,12 +11,18 @@ from pathlib import Path
 
 import numpy as np
 from starlette.testclient import TestClient
-from wyoming.asr import Transcribe
+from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
+from wyoming.info import Describe
+from wyoming.ping import Ping, Pong
 
 from asrserve.audio.decode import decode
+from asrserve.bench.corpus import Clip
+from asrserve.engine.base import Engine
+from asrserve.settings import Settings
+from tests.support.fakes import FakeEngine
 from tests.support.inprocess import InProcess, in_process
 
 HOST = "127.0.0.1"
@@ -85,3 +91,51 @@ def transcribed(
 
 def kinds(events: list[Event]) -> list[str]:
     return [event.type for event in events]
+
+
+async def ping(client: AsyncTcpClient, text: str) -> Event | None:
+    """``ping`` carrying ``text``; the next event the server sends (None: it closed)."""
+    await client.write_event(Ping(text=text).event())
+    return await client.read_event()
+
+
+def ponged(event: Event | None, text: str) -> bool:
+    """The event is a ``pong`` carrying ``text``."""
+    return event is not None and Pong.is_type(event.type) and Pong.from_event(event).text == text
+
+
+STREAMED = ["transcript-start", "transcript-chunk", "transcript", "transcript-stop"]
+
+
+def short(corpus: list[Clip], n: int) -> list[Clip]:
+    """``n`` corpus clips of one window each, of distinct lengths."""
+    clips = sorted({round(c.duration, 1): c for c in corpus if c.duration <= 20}.values(), key=str)
+    assert len(clips) >= n
+    return [clip for _, clip in zip(range(n), clips, strict=False)]
+
+
+def text_of(events: list[Event]) -> str:
+    (transcript,) = [e for e in events if Transcript.is_type(e.type)]
+    return Transcript.from_event(transcript).text
+
+
+def fakes(settings: Settings) -> list[dict[str, Engine]]:
+    """An English-only fake tiny.en and a multilingual fake base whose detection says
+    German."""
+    base = FakeEngine(model_id="base", language="de")
+    base.multilingual = True
+    ENGINES[:] = [FakeEngine(model_id="tiny.en"), base]
+    return [{engine.model_id: engine for engine in ENGINES}]
+
+
+ENGINES: list[FakeEngine] = []  # the fakes of the app `fakes` made last
+
+BOTH = {"ASRSERVE_MODELS": "tiny.en,base", "ASRSERVE_WYOMING_PORT": "0"}
+
+
+async def describe(port: int) -> list[Event]:
+    async with AsyncTcpClient(HOST, port, read_timeout=READ_TIMEOUT_S) as client:
+        await client.write_event(Describe().event())
+        event = await client.read_event()
+        assert event is not None
+        return [event]
