@@ -303,3 +303,24 @@ def test_bench_runs_engines_side_by_side(
         )
     assert body["ceiling"] is None  # each engine has its own: engines.alone
     assert set(engines["alone"]) == {"ctranslate2", "transformers"}
+
+
+def test_bench_wyoming_scenario(tmp_path: Path) -> None:
+    """``wyoming 1`` on asrserve alone, two spoken commands in one round: each answered
+    over the Wyoming protocol, heard as said (tiny.en), timed, in the table and the JSON
+    with the settings of the server it ran on."""
+    report = tmp_path / "report.json"
+    flags = ["wyoming", "1", "--requests", "2", "--rounds", "1", "--json", str(report)]
+    done = run_bench([sys.executable, "-m", "asrserve.cli", "bench", *flags])
+    body = json.loads(report.read_text())["wyoming"]
+    [row] = body["rows"]
+    assert (row["server"], row["satellites"], row["utterances"], row["errors"]) == (
+        "asrserve",
+        1,
+        2,
+        0,
+    )
+    assert row["wer"] <= 0.2 and 0 < row["p50_s"] <= row["p95_s"] <= row["max_s"], row
+    assert body["servers"]["asrserve"]["settings"]["ASRSERVE_BEAM_SIZE"] == "5"
+    assert body["servers"]["asrserve"]["models"] == ["tiny.en"]
+    assert "| asrserve | 1 | 2 | 0 |" in done.stdout

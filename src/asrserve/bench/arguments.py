@@ -45,6 +45,7 @@ SCENARIOS: dict[str, tuple[str, str | None]] = {
     "hostile": ("hostile", "SECONDS"),
     "fallback": ("fallback", "[REPEATS]"),
     "diarize": ("diarize", "[COUNT]"),
+    "wyoming": ("wyoming", "[N,M]"),
 }
 DEPRECATED_FLAGS = {
     "batch": "batch-api",
@@ -265,6 +266,25 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     )
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.set_defaults(diarize=None)  # 'asrserve bench diarize [COUNT]' (bench/diarize.py)
+    bench.set_defaults(wyoming=None)  # 'asrserve bench wyoming [N,M]' (bench/wyoming.py)
+    bench.add_argument(
+        "--against",
+        metavar="HOST:PORT",
+        help="wyoming: also measure the Wyoming server at HOST:PORT, rounds alternating",
+    )
+    bench.add_argument(
+        "--against-command",
+        metavar="COMMAND",
+        help="wyoming: start the server to measure against from COMMAND, its {port} and "
+        "{model_dir} (asrserve's model directory) filled in",
+    )
+    bench.add_argument(
+        "--rounds",
+        type=_positive,
+        default=3,
+        help="wyoming: rounds per server and satellite count, alternating (3); --requests: "
+        "utterances per round, split between the satellites (40)",
+    )
     bench.add_argument("--beam-size", type=int)
     bench.add_argument("--max-batch-size", type=int)
     bench.add_argument("--max-wait-ms", type=float)
@@ -387,4 +407,5 @@ SCENARIO_VALUES: dict[str, Callable[[str | None], object]] = {
     "hostile": _checked(_above_zero),
     "fallback": lambda text: 3 if text is None else _checked(_positive)(text),
     "diarize": lambda text: 10 if text is None else _checked(_positive)(text),
+    "wyoming": lambda text: (1, 8) if text is None else _checked(_sizes)(text),
 }

@@ -49,10 +49,9 @@ PER_CLIENT = 10
 def run(args: argparse.Namespace) -> int:
     args = scenario_flags(args)
     check_engines(args)
-    if args.memory:
-        from asrserve.bench.memory import run_memory
-
-        return run_memory(args.json)
+    status = _without_files(args)
+    if status is not None:
+        return status
     _ceiling_defaults(args)
     files = load_audio(args.audio, args.refs, args.max_clip_seconds)
     windows: list[str | None] = args.encoder_windows.split(",") if args.encoder_windows else [None]
@@ -166,6 +165,28 @@ def _scenario_json(
     """With ``--json``: a scenario's report beside what it ran on."""
     if args.json is not None:
         write_json(args.json, [], None, run_meta(files, env), {scenario: body})
+
+
+def _without_files(args: argparse.Namespace) -> int | None:
+    """A scenario that brings its own audio (its exit status), or None."""
+    if args.memory:
+        from asrserve.bench.memory import run_memory
+
+        return run_memory(args.json)
+    if args.wyoming is not None:
+        return _wyoming(args)
+    return None
+
+
+def _wyoming(args: argparse.Namespace) -> int:
+    from asrserve.bench.wyoming_servers import run_wyoming
+
+    env = {
+        name: str(getattr(args, a)) for a, name in ENV_FLAGS.items() if getattr(args, a) is not None
+    }
+    body = run_wyoming(args, env)
+    _scenario_json(args, [], env, "wyoming", body)
+    return 0 if all(row["errors"] == 0 for row in body["rows"]) else 1
 
 
 def _fallback(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
