@@ -21,13 +21,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from asrserve.api.access import caller
+from asrserve.api.asr_params import (
+    Encode,
+    Language,
+    MaxSpeakers,
+    MinSpeakers,
+    Model,
+    Output,
+    Prompt,
+    TaskParam,
+    WordTimestamps,
+)
 from asrserve.api.cue_params import cue_fields
 from asrserve.api.deps import ApiContext
 from asrserve.api.intake import ready_model, run_interactive
@@ -46,12 +57,6 @@ from asrserve.vocabulary import Task
 router = APIRouter(tags=["whisper-asr-webservice"])
 Ctx = Annotated[ApiContext, Depends(ready_model)]
 Caller = Annotated[Principal, Depends(caller)]
-Encode = Annotated[
-    bool, Query(description="Decode the upload with FFmpeg; false: it is raw PCM s16le 16 kHz mono")
-]
-Model = Annotated[
-    str | None, Query(description="asrserve's own: a served model id; omitted, the default")
-]
 
 FILE_FIELD = "audio_file"
 PARAMS = {"file": FILE_FIELD, "prompt": "initial_prompt"}  # the core's names → this route's
@@ -60,25 +65,33 @@ CUES = (WhisperOutput.SRT, WhisperOutput.VTT, WhisperOutput.TSV)  # outputs cut 
 SPEAKERS = (WhisperOutput.JSON, WhisperOutput.SRT, WhisperOutput.VTT)  # outputs with speakers
 
 
-@router.post("/asr", openapi_extra=audio_file_form(), responses=errors(WORK_ERRORS, SYNC_ERRORS))
+@router.post(
+    "/asr",
+    response_class=PlainTextResponse,
+    response_description="The transcript in `output`'s format as a download (`text/plain` "
+    'whatever the format, `Content-Disposition: attachment; filename="<name>.<output>"`), '
+    "with an `Asr-Engine` header.",
+    openapi_extra=audio_file_form(),
+    responses=errors(WORK_ERRORS, SYNC_ERRORS),
+)
 async def asr(
     request: Request,
     ctx: Ctx,
     principal: Caller,
     shaping: Annotated[Fields, Depends(cue_fields)],
     encode: Encode = True,
-    task: Literal["transcribe", "translate"] = "transcribe",
-    language: str | None = None,
-    initial_prompt: str | None = None,
+    task: TaskParam = "transcribe",
+    language: Language = None,
+    initial_prompt: Prompt = None,
     vad_filter: Annotated[
         bool, Query(description="Accepted; VAD always cuts speech at silences here")
     ] = False,
-    word_timestamps: bool = False,
-    output: WhisperOutput = WhisperOutput.TXT,
+    word_timestamps: WordTimestamps = False,
+    output: Output = WhisperOutput.TXT,
     model: Model = None,
     diarize: Annotated[bool, Query(description="Label each segment with its speaker")] = False,
-    min_speakers: int | None = None,
-    max_speakers: int | None = None,
+    min_speakers: MinSpeakers = None,
+    max_speakers: MaxSpeakers = None,
 ) -> Response:
     """Transcribe (or translate into English) ``audio_file``; the transcript as a file
     (srt, vtt and tsv cut into cues from word timestamps, as the shaping parameters say).
@@ -117,6 +130,8 @@ async def asr(
 
 @router.post(
     "/detect-language",
+    response_description='`{"detected_language", "language_code", "confidence"}`: the '
+    "language's name (in English, lower case), its code and the model's probability of it.",
     openapi_extra=audio_file_form(),
     responses=errors(WORK_ERRORS, SYNC_ERRORS),
 )

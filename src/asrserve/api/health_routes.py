@@ -15,7 +15,7 @@ from asrserve.errors import ModelLoading
 router = APIRouter()
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_description='`{"status": "ok"}`.')
 async def healthz() -> dict[str, str]:
     """Liveness: the process answers."""
     return {"status": "ok"}
@@ -23,6 +23,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get(
     "/readyz",
+    response_description='`{"status": "ready"}`.',
     responses=errors(s503="The model is still loading, or (distributed) Redis is unreachable."),
 )
 async def readyz(ctx: ApiContext = Depends(context)) -> dict[str, str]:  # noqa: B008
@@ -33,7 +34,12 @@ async def readyz(ctx: ApiContext = Depends(context)) -> dict[str, str]:  # noqa:
     return {"status": "ready"}
 
 
-@router.get("/v1/scheduler")
+@router.get(
+    "/v1/scheduler",
+    response_description="The scheduler's settings and live counters (distributed: the worker "
+    "nodes' reports merged), `workers` (the live nodes' latest reports), `mode`, `node`, "
+    "`queue_depth` per priority and `admission` (the backlog per class).",
+)
 async def scheduler(ctx: ApiContext = Depends(context)) -> dict[str, Any]:  # noqa: B008
     """The scheduler settings in force, its live counters, queue depth and the admission
     backlog per class (distributed: every worker node's report). Admin keys, with auth on."""

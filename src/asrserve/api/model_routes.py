@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Path, Query
 
 from asrserve.api.access import caller
 from asrserve.api.deps import ApiContext
@@ -42,9 +42,24 @@ from asrserve.requests import keep_alive_field
 router = APIRouter(prefix="/v1/models")
 Ready = Annotated[ApiContext, Depends(ready_model)]
 Caller = Annotated[Principal, Depends(caller)]
+ModelId = Annotated[
+    str, Path(description="A served model's id, or `whisper-1` for the default model.")
+]
+KeepAlive = Annotated[
+    str | None,
+    Query(
+        description="How long its replicas stay loaded once idle: seconds or a duration "
+        "(`5m`), -1 forever (as a request's `keep_alive`); omitted, its keep_alive is unchanged."
+    ),
+]
+CARD = "The model's card, as `GET /v1/models` lists it"
 
 
-@router.get("")
+@router.get(
+    "",
+    response_description='`{"object": "list", "data": [...]}`: a card per served model, each '
+    "with the fields above.",
+)
 async def list_models(ctx: Ready, principal: Caller) -> dict[str, Any]:
     """Every served model: OpenAI's card (``id``, ``object``, ``created``, ``owned_by``) plus
     ``languages`` (``"multilingual"`` or ``["en"]``), ``translate``, ``default`` and
@@ -60,8 +75,12 @@ async def list_models(ctx: Ready, principal: Caller) -> dict[str, Any]:
     return {"object": "list", "data": [_card(model, ctx, principal) for model in ctx.catalog]}
 
 
-@router.get("/{model_id}", responses=errors(s404="Not a served model (`model_not_found`)."))
-async def get_model(model_id: str, ctx: Ready, principal: Caller) -> dict[str, Any]:
+@router.get(
+    "/{model_id}",
+    response_description=f"{CARD}.",
+    responses=errors(s404="Not a served model (`model_not_found`)."),
+)
+async def get_model(model_id: ModelId, ctx: Ready, principal: Caller) -> dict[str, Any]:
     """The model's card, as ``GET /v1/models`` lists it; ``GET /v1/models/whisper-1`` answers
     the default's card."""
     return _card(_served(model_id, ctx), ctx, principal)
@@ -69,6 +88,7 @@ async def get_model(model_id: str, ctx: Ready, principal: Caller) -> dict[str, A
 
 @router.post(
     "/{model_id}/load",
+    response_description=f"{CARD}, once its replicas are loaded on every device.",
     responses=errors(
         s403="Not an admin key (`admin_required`).",
         s404="Not a served model (`model_not_found`).",
@@ -77,7 +97,7 @@ async def get_model(model_id: str, ctx: Ready, principal: Caller) -> dict[str, A
     ),
 )
 async def load_model(
-    model_id: str, ctx: Ready, principal: Caller, keep_alive: str | None = None
+    model_id: ModelId, ctx: Ready, principal: Caller, keep_alive: KeepAlive = None
 ) -> dict[str, Any]:
     """Load the model's replicas on every device now (admin keys); ``keep_alive`` sets
     how long they stay loaded once idle (as a request's does)."""
@@ -88,6 +108,7 @@ async def load_model(
 
 @router.post(
     "/{model_id}/unload",
+    response_description=f"{CARD}, once its replicas are released.",
     responses=errors(
         s403="Not an admin key (`admin_required`).",
         s404="Not a served model (`model_not_found`).",
@@ -95,7 +116,7 @@ async def load_model(
         "distributed node, whose models live on the worker nodes.",
     ),
 )
-async def unload_model(model_id: str, ctx: Ready, principal: Caller) -> dict[str, Any]:
+async def unload_model(model_id: ModelId, ctx: Ready, principal: Caller) -> dict[str, Any]:
     """Release the model's replicas now (admin keys); 409 while it has work. Its next
     request loads it again; the answer is its card."""
     model, residency = _operated(model_id, ctx, principal)

@@ -148,6 +148,12 @@ TRANSCRIPT: dict[int | str, dict[str, Any]] = {
 """A synchronous transcription's answer: each format's media type, or the event stream."""
 
 
+def answer(description: str, *media: str) -> dict[int | str, dict[str, Any]]:
+    """A route's 200 answer that is not JSON: what it holds and its media types (the route
+    sets ``response_class=Response``, so that the schema adds no ``application/json``)."""
+    return {200: {"description": description, "content": {m: {} for m in media}}}
+
+
 def errors(*tables: dict[int, str], **by_status: str) -> dict[int | str, dict[str, Any]]:
     """A route's error responses in OpenAI's shape: the tables merged, then ``by_status``
     (``s404="unknown job"``) for what is the route's own."""

@@ -13,7 +13,11 @@ from asrserve.auth.principal import Principal
 router = APIRouter(prefix="/v1/webhooks")
 
 
-@router.get("/secret")
+@router.get(
+    "/secret",
+    response_description='`{"object": "webhook_secret", "secret": "whsec_...", '
+    '"scheme": "standard-webhooks-v1"}`.',
+)
 async def webhook_secret(
     ctx: Annotated[ApiContext, Depends(context)], principal: Annotated[Principal, Depends(caller)]
 ) -> dict[str, Any]:

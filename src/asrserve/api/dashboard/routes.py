@@ -55,7 +55,14 @@ async def asset(name: str) -> FileResponse:
     return FileResponse(STATIC_DIR / name, media_type=media_type, headers=NO_CACHE)
 
 
-@router.get("/v1/dashboard/stats")
+@router.get(
+    "/v1/dashboard/stats",
+    response_description="`now` (the monotonic clock, s), `time` (Unix time), `ready`, `model` "
+    "(the default model's id), `scheduler` (as `GET /v1/scheduler` shows it), `latency` "
+    f"(`count`, `window`, `p50`, `p95`, `p99` in s: the succeeded among the {LATENCY_WINDOW} "
+    f"newest jobs) and `jobs` (the {RECENT_JOBS} newest, each without `options`, a `text` of "
+    f"at most {PREVIEW_CHARS} characters instead of `result`, and `latency_s`).",
+)
 async def stats(ctx: Ctx) -> dict[str, Any]:
     """Scheduler counters, recent jobs and latency percentiles, for the dashboard to poll.
 
