@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from asrserve.vocabulary import Task
 from tests.support.fakes import FakeEngine
 from tests.support.inprocess import served
@@ -46,3 +48,28 @@ def test_peer_routes_on_a_multilingual_model(tmp_path: Path) -> None:
         cards = {card["id"]: card for card in http.get("/v1/models").json()["data"]}
     assert (cards["base"]["languages"], cards["base"]["translate"]) == ("multilingual", True)
     assert (cards["base"]["default"], cards["tiny.en"]["default"]) == (False, True)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"output": "json", "min_speakers": "2"},
+        {"output": "srt", "min_speakers": "2"},
+        {"output": "vtt", "max_speakers": "3"},
+        {"output": "json", "word_timestamps": "true", "max_speakers": "3"},
+    ],
+    ids=["json", "srt", "vtt", "word_timestamps"],
+)
+def test_asr_speaker_counts_without_diarize_are_refused_in_every_output(
+    tmp_path: Path, params: dict[str, str]
+) -> None:
+    """``min_speakers``/``max_speakers`` without ``diarize=true`` is a 400 naming
+    ``diarize`` whatever the output (subtitles and word timestamps had taken and dropped
+    them), and nothing reaches the engine."""
+    engine = FakeEngine(model_id="tiny.en")
+    with served(tmp_path / "data", {}, lambda _: [{"tiny.en": engine}]) as http:
+        refused = http.post(
+            "/asr", params=params, files={"audio_file": ("jfk.flac", JFK.read_bytes())}
+        )
+    assert (refused.status_code, refused.json()["error"]["param"]) == (400, "diarize")
+    assert engine.batches == []

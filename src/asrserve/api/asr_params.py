@@ -50,7 +50,7 @@ Output = Annotated[
         "`json` (Whisper's result dict)"
     ),
 ]
-_WITH = "With `diarize=true`"
+_WITH = "With `diarize=true` only (without it: 400)"
 MinSpeakers = Annotated[
     int | None,
     Query(

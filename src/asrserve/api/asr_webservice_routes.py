@@ -114,12 +114,12 @@ async def asr(
     needs_languages = _needs_languages(task, language, principal.languages)
     model = model or _peer_model(ctx, multilingual=needs_languages)
     fields = _fields(model=model, language=language, prompt=initial_prompt)
+    if not diarize and (min_speakers is not None or max_speakers is not None):
+        raise InvalidRequest("min_speakers and max_speakers need diarize=true", param="diarize")
     if diarize:  # speakers come with word timestamps
         fields |= _diarized(task, output, min_speakers, max_speakers)
     elif word_timestamps or cues:  # the core asks for the verbose format with word timestamps
         fields |= {"response_format": ["verbose_json"], "timestamp_granularities[]": ["word"]}
-    elif min_speakers is not None or max_speakers is not None:
-        raise InvalidRequest("min_speakers and max_speakers need diarize=true", param="diarize")
     job = await _run(request, ctx, principal, fields, Task(task), encode=encode)
     transcript = finished_transcript(job, FILE_FIELD)
     body = await ctx.renders.run(lambda: render_whisper(transcript, output, cues).encode())
