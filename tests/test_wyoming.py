@@ -1,14 +1,14 @@
 """The Wyoming server (Home Assistant's speech-to-text) against the app in this process,
 through the protocol library's own client: what it describes, how an utterance is
-answered and streamed, audio converted to 16 kHz mono, what bad input gets, ping and
-idle connections, shutdown, that satellites speaking at once share forward passes, and,
-on the real tiny.en, that JFK's sentence is heard. What an utterance asks for (model,
-language, terms, the bound key): test_wyoming_requests.py."""
+answered and streamed, audio converted to 16 kHz mono, ping and idle connections,
+shutdown, that satellites speaking at once share forward passes (with each other and with
+HTTP requests), and, on the real tiny.en, that JFK's sentence is heard. What an utterance
+asks for (model, language, terms, the bound key): test_wyoming_requests.py; what goes
+wrong (bad input, a failed job, the deadline): test_wyoming_failures.py."""
 
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import socket
 from collections.abc import Callable
@@ -19,23 +19,24 @@ from typing import Any
 import numpy as np
 import pytest
 from wyoming.asr import Transcribe, Transcript, TranscriptChunk
-from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
-from wyoming.error import Error
-from wyoming.event import Event, async_read_event, write_event
+from wyoming.event import Event
 from wyoming.info import Info
 
 from asrserve.bench.corpus import Clip
 from asrserve.engine.registry import load_engines
 from asrserve.languages import LANGUAGE_NAMES
-from tests.support.inprocess import in_process, served
+from tests.support.inprocess import InProcess, in_process, served
+from tests.support.turnstile import Turnstile
 from tests.support.wait import wait_until
 from tests.support.wyoming import (
     BOTH,
+    ENDS,
     HOST,
     READ_TIMEOUT_S,
     STREAMED,
     answer,
+    answered_in_turn,
     describe,
     fakes,
     kinds,
@@ -72,7 +73,7 @@ def test_each_utterance_is_streamed_then_answered_whole_on_one_connection(
     connection stays open for the next utterance."""
     first, second = short(corpus, 2)
     with wyoming_app(tmp_path / "data") as (_, port):
-        answers = asyncio.run(_two_utterances(port, pcm16(first.path), pcm16(second.path)))
+        answers = asyncio.run(answered_in_turn(port, pcm16(first.path), pcm16(second.path)))
     for events, clip in zip(answers, (first, second), strict=True):
         assert kinds(events) == STREAMED
         chunk = TranscriptChunk.from_event(events[1]).text
@@ -81,14 +82,45 @@ def test_each_utterance_is_streamed_then_answered_whole_on_one_connection(
         assert Transcript.from_event(events[2]).language == "en"
 
 
-async def _two_utterances(port: int, *audios: bytes) -> list[list[Event]]:
-    answers = []
+def test_a_long_utterance_is_streamed_in_chunks_that_join_to_its_text(
+    tmp_path: Path, long_clip: Clip
+) -> None:
+    """An utterance of over two minutes (five windows), the engine letting one forward pass
+    through and holding the rest until the first ``transcript-chunk`` has come: more than
+    one chunk comes, and joined they are the ``transcript``'s text exactly."""
+    env = {"ASRSERVE_WYOMING_MAX_UTTERANCE_S": "300"}
+    with wyoming_app(tmp_path / "data", env) as (app, port):
+        (engine,) = app.engines
+        engine.gate = turnstile = Turnstile()
+        turnstile.hold()
+        turnstile.let(1)  # the first window's pass
+        try:
+            events = asyncio.run(_released_at_first_chunk(port, pcm16(long_clip.path), turnstile))
+        finally:
+            turnstile.set()
+    assert kinds(events)[0] == "transcript-start"
+    assert kinds(events)[-2:] == ["transcript", "transcript-stop"]
+    chunks = [TranscriptChunk.from_event(e).text for e in events if TranscriptChunk.is_type(e.type)]
+    assert len(chunks) > 1, chunks
+    assert "".join(chunks) == text_of(events)
+
+
+async def _released_at_first_chunk(port: int, audio: bytes, gate: Turnstile) -> list[Event]:
+    """The utterance sent; the events up to its first ``transcript-chunk``, then ``gate``
+    opened for every pass, then the rest of the answer."""
     async with AsyncTcpClient(HOST, port, read_timeout=READ_TIMEOUT_S) as client:
-        for audio in audios:
-            for event in [Transcribe().event(), *utterance(audio)]:
-                await client.write_event(event)
-            answers.append(await answer(client))
-    return answers
+        for event in [Transcribe().event(), *utterance(audio)]:
+            await client.write_event(event)
+        events: list[Event] = []
+        while not events or events[-1].type not in ("transcript-chunk", *ENDS):
+            try:
+                event = await client.read_event()
+            except TimeoutError:
+                raise AssertionError(f"no transcript-chunk came, only {kinds(events)}") from None
+            assert event is not None, f"the connection closed after {kinds(events)}"
+            events.append(event)
+        gate.set()
+        return events if events[-1].type in ENDS else [*events, *await answer(client)]
 
 
 def test_audio_in_any_format_reaches_the_engine_as_16khz_mono(
@@ -105,64 +137,6 @@ def test_audio_in_any_format_reaches_the_engine_as_16khz_mono(
         events = transcribed(port, stereo, rate=8000, width=1, channels=2)
     assert kinds(events) == STREAMED
     assert app.engines[0].batches == [[pytest.approx(samples.size / 8000, abs=0.01)]]
-
-
-def _raw(port: int, data: bytes) -> list[Event | None]:
-    """``data`` written as is, then the sending side closed; what the server sends back
-    until it closes the connection (None)."""
-
-    async def go() -> list[Event | None]:
-        reader, writer = await asyncio.open_connection(HOST, port)
-        try:
-            writer.write(data)
-            writer.write_eof()
-            got: list[Event | None] = []
-            while not got or got[-1] is not None:
-                got.append(await asyncio.wait_for(async_read_event(reader), READ_TIMEOUT_S))
-            return got
-        finally:
-            writer.close()
-
-    return asyncio.run(go())
-
-
-def _framed(*events: Event) -> bytes:
-    out = io.BytesIO()
-    for event in events:
-        write_event(event, out)
-    return out.getvalue()
-
-
-def test_bad_input_gets_an_error_in_its_own_connection(tmp_path: Path) -> None:
-    """Each stream broken its own way gets an ``error`` with its code, then the server
-    closes that connection; a new connection is served as before. (An event's data or
-    payload over its limit; the client's side closed between an utterance's events or
-    inside one event's payload.)"""
-    start = AudioStart(rate=16000, width=2, channels=1)
-    second = AudioChunk(rate=16000, width=2, channels=1, audio=bytes(32000)).event()
-    cases = [
-        ("bad_event", b"this is not json\n"),
-        ("event_too_large", b'{"type": "audio-chunk", "payload_length": 999999999}\n'),
-        ("event_too_large", b'{"type": "describe", "data_length": 65537}\n'),
-        ("audio_without_start", _framed(second)),
-        ("audio_truncated", _framed(start.event(), second)),
-        ("audio_truncated", b'{"type": "audio-chunk", "payload_length": 10}\nabc'),
-        ("audio_too_long", _framed(start.event(), second, second, second)),
-        ("unsupported_audio_format", _framed(AudioStart(rate=16000, width=2, channels=6).event())),
-        (
-            "audio_format_changed",
-            _framed(
-                start.event(), AudioChunk(rate=8000, width=2, channels=1, audio=bytes(16)).event()
-            ),
-        ),
-    ]
-    env = {"ASRSERVE_WYOMING_MAX_UTTERANCE_S": "2.5"}
-    with wyoming_app(tmp_path / "data", env) as (_, port):
-        for code, data in cases:
-            got = _raw(port, data)
-            assert [Error.from_event(e).code for e in got if e is not None] == [code], got
-            assert got[-1] is None  # the server closed the connection
-        assert kinds(asyncio.run(describe(port))) == ["info"]
 
 
 def test_satellites_speaking_at_once_share_forward_passes(
@@ -192,6 +166,54 @@ def test_satellites_speaking_at_once_share_forward_passes(
     shared = [batch for batch in engine.batches if len(batch) == len(clips)]
     assert shared, engine.batches
     assert sorted(shared[0]) == pytest.approx(sorted(heard), abs=0.01)
+
+
+def test_an_utterance_shares_a_forward_pass_with_http_traffic_at_interactive_priority(
+    tmp_path: Path, corpus: list[Clip]
+) -> None:
+    """While the device is held on one utterance, another utterance and a synchronous
+    ``POST /v1/audio/transcriptions`` arrive; once it is free, one forward pass carries
+    both, and the utterance's job is at interactive priority. (Every window padded to 30 s,
+    so that their lengths cannot part them.)"""
+    holder, spoken, posted = short(corpus, 3)
+    env = {"ASRSERVE_ENCODER_WINDOW": "full"}
+    with wyoming_app(tmp_path / "data", env) as (app, port), ThreadPoolExecutor(3) as pool:
+        (engine,) = app.engines
+        engine.gate = turnstile = Turnstile()
+        turnstile.hold()
+        try:
+            held = pool.submit(transcribed, port, pcm16(holder.path))
+            turnstile.until_waiting(1)  # the device holds the first utterance
+            heard = pool.submit(transcribed, port, pcm16(spoken.path))
+            answered = pool.submit(_posted, app, posted.path)
+
+            def both_pending() -> bool:
+                return bool(app.client.get("/v1/scheduler").json()["pending_chunks"] == 2)
+
+            wait_until(both_pending, 30, "the utterance and the upload to be pending", every=0.02)
+        finally:
+            turnstile.set()
+        texts = [float(text_of(heard.result())), float(answered.result())]
+        assert kinds(held.result()) == STREAMED
+        jobs = {job["filename"]: job for job in app.client.get("/v1/jobs").json()["data"]}
+    assert jobs["wyoming.wav"]["priority"] == "interactive"
+    assert jobs[posted.path.name]["status"] == "succeeded"
+    assert texts == pytest.approx([spoken.duration, posted.duration], abs=0.1)
+    shared = [sorted(batch) for batch in engine.batches if len(batch) == 2]
+    assert shared == [pytest.approx(sorted(texts), abs=0.01)], engine.batches
+
+
+def _posted(app: InProcess, path: Path) -> str:
+    """The file transcribed by ``POST /v1/audio/transcriptions``: its text."""
+    with path.open("rb") as audio:
+        response = app.client.post(
+            "/v1/audio/transcriptions",
+            files={"file": (path.name, audio)},
+            data={"model": "whisper-1"},
+        )
+    assert response.status_code == 200, response.text
+    text: str = response.json()["text"]
+    return text
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """What a Wyoming utterance asks of the service, against the app in this process: the
 model its ``name`` picks, its language (a region tag, detected, the key's default), the
 names and terms that become its keywords, and the bound key (by secret or id, its
-languages, revoked, its quota, missing at start)."""
+languages, revoked, its quota, its rate limit not applied, missing at start)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from asrserve.bench.corpus import Clip
 from asrserve.cli.main import main
 from asrserve.drivers.sqlite import Database
 from tests.support.inprocess import served, settings_for
-from tests.support.keys import new_key_here
+from tests.support.keys import auth, new_key_here
 from tests.support.wyoming import (
     BOTH,
     ENGINES,
@@ -30,6 +30,8 @@ from tests.support.wyoming import (
     READ_TIMEOUT_S,
     STREAMED,
     answer,
+    answered_in_turn,
+    answered_then_pinged,
     describe,
     fakes,
     kinds,
@@ -244,18 +246,30 @@ def test_a_spent_quota_is_refused_and_the_connection_stays(
     data = tmp_path / "data"
     secret = new_key_here(data, "satellites", "--audio-minutes-per-day", "0.01")
     with wyoming_app(data, {"ASRSERVE_WYOMING_KEY": secret}) as (app, port):
-        refused, pong = asyncio.run(_refused_then_pinged(port, pcm16(clip.path)))
+        refused, pong = asyncio.run(answered_then_pinged(port, pcm16(clip.path)))
         (engine,) = app.engines
     assert [Error.from_event(e).code for e in refused] == ["quota_exceeded"]
     assert ponged(pong, "open")
     assert engine.batches == []
 
 
-async def _refused_then_pinged(port: int, audio: bytes) -> tuple[list[Event], Event | None]:
-    async with AsyncTcpClient(HOST, port, read_timeout=READ_TIMEOUT_S) as client:
-        for event in [Transcribe().event(), *utterance(audio)]:
-            await client.write_event(event)
-        return await answer(client), await ping(client, "open")
+def test_the_bound_keys_rate_limit_is_not_applied_to_wyoming(
+    tmp_path: Path, corpus: list[Clip]
+) -> None:
+    """A bound key of one request a minute, spent over HTTP (its second request there is
+    refused: 429 ``rate_limit_exceeded``): two utterances in a row on Wyoming are both
+    answered."""
+    (clip,) = short(corpus, 1)
+    data = tmp_path / "data"
+    secret = new_key_here(data, "satellites", "--rpm", "1")
+    env = {"ASRSERVE_AUTH": "on", "ASRSERVE_WYOMING_KEY": secret}
+    with wyoming_app(data, env) as (app, port):
+        http = [app.client.get("/v1/jobs", headers=auth(secret)) for _ in range(2)]
+        audio = pcm16(clip.path)
+        answers = asyncio.run(answered_in_turn(port, audio, audio))
+    assert [response.status_code for response in http] == [200, 429]
+    assert http[1].json()["error"]["code"] == "rate_limit_exceeded"
+    assert [kinds(events) for events in answers] == [STREAMED, STREAMED]
 
 
 def test_a_bound_key_not_found_at_start_is_warned_of(

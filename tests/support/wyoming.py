@@ -89,6 +89,29 @@ def transcribed(
     return asyncio.run(ask(port, sent))
 
 
+async def answered_in_turn(port: int, *audios: bytes) -> list[list[Event]]:
+    """Each audio as an utterance (nothing asked), one after the other's answer, on one new
+    connection; their answers."""
+    answers = []
+    async with AsyncTcpClient(HOST, port, read_timeout=READ_TIMEOUT_S) as client:
+        for audio in audios:
+            for event in [Transcribe().event(), *utterance(audio)]:
+                await client.write_event(event)
+            answers.append(await answer(client))
+    return answers
+
+
+async def answered_then_pinged(
+    port: int, audio: bytes, text: str = "open"
+) -> tuple[list[Event], Event | None]:
+    """An utterance (nothing asked) on a new connection, its answer, then a ``ping``
+    carrying ``text`` on the same connection and what came back (None: it closed)."""
+    async with AsyncTcpClient(HOST, port, read_timeout=READ_TIMEOUT_S) as client:
+        for event in [Transcribe().event(), *utterance(audio)]:
+            await client.write_event(event)
+        return await answer(client), await ping(client, text)
+
+
 def kinds(events: list[Event]) -> list[str]:
     return [event.type for event in events]
 
