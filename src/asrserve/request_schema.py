@@ -320,8 +320,10 @@ class RequestForm(CueForm):
         alias="keywords[]",
         max_length=MAX_KEYWORDS,
         description=f"Terms to spell right (names, jargon): Whisper is prompted with them,"
-        f" joined by {KEYWORD_SEPARATOR!r}, before the prompt. At most {MAX_KEYWORDS} terms of"
-        f" {MAX_KEYWORD_CHARS} characters, {MAX_KEYWORD_BYTES} bytes (UTF-8) joined.",
+        f" joined by {KEYWORD_SEPARATOR!r}, before the prompt, and each window keeps that"
+        f" decode only where it spells a term its decode without them does not. At most"
+        f" {MAX_KEYWORDS} terms of {MAX_KEYWORD_CHARS} characters, {MAX_KEYWORD_BYTES} bytes"
+        f" (UTF-8) joined.",
     )
     prompt: Annotated[str, AfterValidator(_prompt)] | None = Field(
         None,

@@ -18,6 +18,7 @@ from asrserve.api.openapi import transcription_form, translation_form
 from asrserve.engine.base import ModelInfo
 from asrserve.engine.catalog import Catalog
 from asrserve.engine.decoding import CONTEXT_TOKENS, PROMPT_TOKENS, conditioning, prompt_tokens
+from asrserve.engine.keywords import keeps_keywords, spelled
 from asrserve.engine.pytorch.engine import TransformersEngine
 from asrserve.engine.whisper import bundled_model_path
 from asrserve.errors import InvalidRequest
@@ -151,3 +152,22 @@ def test_live_sessions_take_keywords_in_both_shapes() -> None:
         with pytest.raises(InvalidRequest) as caught:
             beta.updated(start, {"input_audio_transcription": {"keywords": value}}, CATALOG)
         assert caught.value.param == param
+
+
+def test_a_term_is_spelled_as_whole_words_whatever_the_case_and_punctuation() -> None:
+    terms = ("Grafana", "Siobhan Nakamura", "C++", "K8s")
+    assert spelled("We run grafana's dashboards; SIOBHAN  nakamura, hi.", terms) == {
+        "Grafana",
+        "Siobhan Nakamura",
+    }
+    assert spelled("Grafanas and Nakamura Siobhan", terms) == frozenset()
+    assert spelled("we use c on k8s", terms) == {"C++", "K8s"}  # "C++" is the word "c"
+    assert spelled("anything", ("!!",)) == frozenset()  # no word: never spelled
+
+
+def test_a_window_keeps_its_keyword_decode_only_where_it_spells_one_the_other_does_not() -> None:
+    terms = ("Zyqlo", "Grafana")
+    assert keeps_keywords("It is called Zyqlo.", "It is called Zyklo.", terms)
+    assert not keeps_keywords("At the town, please record.", "At the tone, please record.", terms)
+    assert not keeps_keywords("We use Grafana.", "We use Grafana!", terms)  # both spell it
+    assert keeps_keywords("Grafana and Zyqlo", "Grafana and Zyklo", terms)  # one more

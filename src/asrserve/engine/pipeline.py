@@ -19,6 +19,7 @@ from faster_whisper import BatchedInferencePipeline
 
 from asrserve.engine.base import FRAMES_PER_SECOND
 from asrserve.engine.decoding import conditioning, prompt_tokens
+from asrserve.engine.keywords import keeps_keywords
 from asrserve.engine.logprobs import chosen_logprobs
 
 # A window's text is at most this many tokens per second of its length (fast English
@@ -54,6 +55,7 @@ class DecodeOptions:
     suppress_blank: bool = True
     without_timestamps: bool = False
     hotwords: str | None = None  # the request's keywords, joined (vocabulary.keyword_text)
+    keywords: tuple[str, ...] = ()  # the same, each term (engine.keywords: which decode stays)
     prepend_punctuations: str = "\"'“¿([{-"
     append_punctuations: str = "\"'.。,，!！?？:：”)]}、"
 
@@ -143,18 +145,45 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
         ]
         prompt_length = max(map(len, prompts))
         max_length = token_limit(prompt_length, features.shape[-1], model.max_length)
+        # with keywords, each window decoded without them too (engine.keywords)
+        unbiased = [
+            model.get_prompt(
+                tokenizer,
+                previous_tokens=conditioning([], [*initial, *prev]),
+                without_timestamps=options.without_timestamps,
+            )
+            for prev in (previous if options.keywords else [])
+        ]
+        unbiased_length = max(map(len, unbiased), default=0)
+        unbiased_max = token_limit(unbiased_length, features.shape[-1], model.max_length)
         group = features.shape[0]
         if options.logprobs and not options.word_timestamps:  # words align the whole batch
             # each window's every step's logits are held until its call ends
             group = logprobs_group(max_length)
         results: list[Any] = []
+        bounds: list[tuple[int, int]] = []  # each decode kept: its prompt's length, its limit
         for start in range(0, features.shape[0], group):
             part = features if group >= features.shape[0] else features[start : start + group]
             encoder_output = model.encode(part)
             self._encoded = encoder_output
-            results += self._generate(
+            biased = self._generate(
                 encoder_output, prompts[start : start + group], tokenizer, max_length, options
             )
+            if not unbiased:
+                results += biased
+                bounds += [(prompt_length, max_length)] * len(biased)
+                continue
+            others = self._generate(
+                encoder_output, unbiased[start : start + group], tokenizer, unbiased_max, options
+            )
+            for with_them, without_them in zip(biased, others, strict=True):
+                kept = keeps_keywords(
+                    _text(with_them, tokenizer), _text(without_them, tokenizer), options.keywords
+                )
+                results.append(with_them if kept else without_them)
+                bounds.append(
+                    (prompt_length, max_length) if kept else (unbiased_length, unbiased_max)
+                )
         output = []
         self.finished = []
         self.truncated = []
@@ -167,7 +196,8 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             self.finished.append(
                 len(tokens) >= 2 and tokens[-2] < tokenizer.timestamp_begin <= tokens[-1]
             )
-            self.truncated.append(prompt_length + len(tokens) >= max_length)
+            length, limit = bounds[index]
+            self.truncated.append(length + len(tokens) >= limit)
             cum_logprob = result.scores[0] * (len(tokens) ** options.length_penalty)
             output.append(
                 {
@@ -211,6 +241,12 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             **search(options),
         )
         return results
+
+
+def _text(result: Any, tokenizer: Any) -> str:
+    """A generate call's text for one window (its first hypothesis, text tokens only)."""
+    text: str = tokenizer.decode(result.sequences_ids[0])
+    return text
 
 
 def logprobs_group(max_length: int) -> int:

@@ -393,6 +393,7 @@ class FasterWhisperEngine(Engine):
             temperatures=(temperature,),
             initial_prompt=options.prompt,
             hotwords=keyword_text(options.keywords),
+            keywords=options.keywords,
             suppress_tokens=tuple(get_suppressed_tokens(tokenizer, [-1])),
             multilingual=self.multilingual and options.language is None,
             word_timestamps=options.word_timestamps,

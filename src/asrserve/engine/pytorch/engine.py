@@ -50,10 +50,11 @@ from asrserve.engine.fallback import (
     decode_all,
     temperatures,
 )
+from asrserve.engine.keywords import keeps_keywords
 from asrserve.engine.logprobs import byte_level, split_by_segment, text_tokens
 from asrserve.engine.pytorch.aligner import align
 from asrserve.engine.pytorch.model import ModelMeta, SharedModel
-from asrserve.engine.pytorch.network import WhisperNet
+from asrserve.engine.pytorch.network import Cross, WhisperNet
 from asrserve.engine.pytorch.rules import TimestampRules, Vocabulary
 from asrserve.engine.pytorch.search import Decoded, Search, Searcher
 from asrserve.engine.timestamps import finished, split
@@ -239,9 +240,23 @@ class TransformersEngine(Engine):
             self._prompt(tokenizer, conditioning(setup.keywords, setup.initial + before), language)
             for before, language in zip(previous, languages, strict=True)
         ]
-        limits = [token_limit(len(p), features.shape[-1]) for p in prompts]
-        searcher = Searcher(net, setup.rules, setup.search)
-        decoded = searcher.run(cross, prompts, tokenizer.sot, limits)
+        decoded = self._search(cross, prompts, features.shape[-1], setup)
+        if setup.options.keywords:  # each window decoded without them too (engine.keywords)
+            unbiased = [
+                self._prompt(tokenizer, conditioning([], setup.initial + before), language)
+                for before, language in zip(previous, languages, strict=True)
+            ]
+            others = self._search(cross, unbiased, features.shape[-1], setup)
+            decoded = [
+                with_them
+                if keeps_keywords(
+                    tokenizer.decode(list(with_them.best.tokens)),
+                    tokenizer.decode(list(without_them.best.tokens)),
+                    setup.options.keywords,
+                )
+                else without_them
+                for with_them, without_them in zip(decoded, others, strict=True)
+            ]
         outputs = [
             self._output(chunk, result, setup)
             for chunk, result in zip(windows, decoded, strict=True)
@@ -249,6 +264,14 @@ class TransformersEngine(Engine):
         if setup.options.word_timestamps:
             outputs = align(net, self.meta, tokenizer, cross, windows, languages, outputs)
         return outputs
+
+    def _search(
+        self, cross: Cross, prompts: list[list[int]], frames: int, setup: _Setup
+    ) -> list[Decoded]:
+        """One search over the windows (rows of ``cross``), each after its prompt."""
+        limits = [token_limit(len(p), frames) for p in prompts]
+        searcher = Searcher(self.net, setup.rules, setup.search)
+        return searcher.run(cross, prompts, setup.tokenizer.sot, limits)
 
     def _output(self, chunk: ChunkInput, decoded: Decoded, setup: _Setup) -> WindowOutput:
         tokenizer = setup.tokenizer
