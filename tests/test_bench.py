@@ -267,6 +267,23 @@ def test_bench_fallback_scenario(corpus: list[Clip], tmp_path: Path) -> None:
     assert sum(n for t, n in decodes.items() if t != "0.0") <= 5 * body["retried_windows"]
 
 
+def test_bench_keywords_scenario(corpus: list[Clip], tmp_path: Path) -> None:
+    """``keywords``: both sides over the same windows; terms the clips never say leave every
+    window's text as it is without them."""
+    common, report = bench_command(corpus, tmp_path)
+    done = run_bench([*common, "keywords", "1", "--max-batch-size", "4"])
+    assert "wall time with keywords / without them:" in done.stdout
+    body = json.loads(report.read_text())["keywords"]
+    assert body["audio_s"] <= sum(c.duration for c in bench_clips(corpus))
+    assert body["windows"] > 0
+    sides = body["sides"]
+    assert set(sides) == {"without keywords", "with keywords"}
+    walls = [sides[side]["median_wall_s"] for side in ("with keywords", "without keywords")]
+    assert body["with_over_without"] == pytest.approx(walls[0] / walls[1], rel=0.01)
+    assert (body["kept_windows"], body["changed_windows"]) == (0, 0)
+    assert sides["with keywords"]["wer"] == sides["without keywords"]["wer"] <= 0.3
+
+
 def test_bench_runs_engines_side_by_side(
     corpus: list[Clip], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -31,6 +31,8 @@ def parsed(*argv: str) -> argparse.Namespace:
         (["hostile", "30"], "hostile", 30.0),
         (["fallback"], "fallback", 3),
         (["fallback", "1"], "fallback", 1),
+        (["keywords"], "keyword_repeats", 3),
+        (["keywords", "1"], "keyword_repeats", 1),
     ],
 )
 def test_a_scenario_sets_what_its_flag_did(argv: list[str], dest: str, value: object) -> None:

@@ -13,6 +13,7 @@ from asrserve.bench.ceiling import BATCH_SIZES, WINDOW_MODES
 from asrserve.bench.ceiling_layout import DEFAULT_REPEATS
 from asrserve.bench.engines import engine_names
 from asrserve.bench.hostile import ATTACKS
+from asrserve.bench.keywords import DEFAULT_KEYWORDS, keyword_terms
 from asrserve.bench.runner import BASELINES
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ SCENARIOS: dict[str, tuple[str, str | None]] = {
     "soak": ("soak", "SECONDS"),
     "hostile": ("hostile", "SECONDS"),
     "fallback": ("fallback", "[REPEATS]"),
+    "keywords": ("keyword_repeats", "[REPEATS]"),
     "diarize": ("diarize", "[COUNT]"),
     "wyoming": ("wyoming", "[N,M]"),
 }
@@ -150,7 +152,8 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         metavar="A,B",
         help="run every served row once per engine (ctranslate2,transformers), one engine's "
         "server right after the other's, and with --ceiling each engine alone on the same "
-        "windows; the report sets them side by side (bench/engines.py)",
+        "windows; the report sets them side by side (bench/engines.py); keywords: the one "
+        "engine it measures",
     )
     bench.add_argument(
         "--offline",
@@ -258,6 +261,15 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
         choices=["transcribe", "translate"],
         default="transcribe",
         help="--fallback: what the windows are decoded for (translate: a multilingual model)",
+    )
+    bench.set_defaults(keyword_repeats=None)  # 'asrserve bench keywords [REPEATS]'
+    bench.add_argument(
+        "--keywords",
+        type=keyword_terms,
+        default=DEFAULT_KEYWORDS,
+        metavar="A,B",
+        help="keywords: the terms (default: six the bench corpus never says, "
+        f"{','.join(DEFAULT_KEYWORDS)})",
     )
     bench.add_argument(
         "--baseline",
@@ -372,9 +384,13 @@ def scenario_flags(args: argparse.Namespace) -> argparse.Namespace:
 
 def check_engines(args: argparse.Namespace) -> None:
     """``--engines`` compares the servers of the load scenario and the engines alone
-    (``--ceiling``); with another scenario, or a server it did not start, it is refused
-    rather than ignored."""
+    (``--ceiling``), or names the one engine ``keywords`` measures; with another scenario,
+    or a server it did not start, it is refused rather than ignored."""
     if args.engines is None:
+        return
+    if args.keyword_repeats is not None:  # keywords: the engine it measures
+        if len(args.engines) > 1:
+            raise SystemExit("asrserve bench: keywords measures one engine, --engines names one")
         return
     others = [
         DEPRECATED_FLAGS[f] for f in DEPRECATED_FLAGS if getattr(args, f) not in (None, False)
@@ -406,6 +422,7 @@ SCENARIO_VALUES: dict[str, Callable[[str | None], object]] = {
     "soak": _checked(_above_zero),
     "hostile": _checked(_above_zero),
     "fallback": lambda text: 3 if text is None else _checked(_positive)(text),
+    "keywords": lambda text: 3 if text is None else _checked(_positive)(text),
     "diarize": lambda text: 10 if text is None else _checked(_positive)(text),
     "wyoming": lambda text: (1, 8) if text is None else _checked(_sizes)(text),
 }

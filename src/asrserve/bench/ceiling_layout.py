@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from asrserve.engine.base import ChunkInput, Engine
+from asrserve.engine.base import ChunkInput, Engine, RawSegment
 from asrserve.settings import Settings
 from asrserve.vocabulary import TranscriptionOptions
 
@@ -81,13 +81,18 @@ def window_batches(chunks: Sequence[ChunkInput], size: int) -> list[list[ChunkIn
     ]
 
 
+Decoded = list[tuple[list[ChunkInput], list[list[RawSegment]]]]  # each batch, its results
+
+
 def run_batches(
     engines: Sequence[Engine], batches: list[list[ChunkInput]], options: TranscriptionOptions
-) -> None:
+) -> Decoded:
     """Every batch once, each replica pulling the next one when it is free (as the
-    scheduler's device loops do), the longest windows first so the tail is short."""
+    scheduler's device loops do), the longest windows first so the tail is short. Returns
+    each batch with its chunks' segments, in the order they finished."""
     queue: Iterator[list[ChunkInput]] = iter(sorted(batches, key=_frames, reverse=True))
     lock = threading.Lock()
+    decoded: Decoded = []
 
     def loop(engine: Engine) -> None:
         while True:
@@ -95,10 +100,13 @@ def run_batches(
                 batch = next(queue, None)
             if batch is None:
                 return
-            engine.transcribe_batch(batch, options)
+            results = engine.transcribe_batch(batch, options)
+            with lock:
+                decoded.append((batch, results))
 
     with ThreadPoolExecutor(len(engines)) as pool:
         list(pool.map(loop, engines))
+    return decoded
 
 
 def _frames(batch: list[ChunkInput]) -> int:

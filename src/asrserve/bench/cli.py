@@ -150,8 +150,17 @@ def _scenario(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
         return _live(args, files, env)
     if args.diarize is not None:
         return _diarize(args, files, env)
+    return _engine_alone(args, files, env)
+
+
+def _engine_alone(
+    args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]
+) -> int | None:
+    """A scenario of the engine alone (its exit status), or None."""
     if args.fallback is not None:
         return _fallback(args, files, env)
+    if args.keyword_repeats is not None:
+        return _keywords(args, files, env)
     return None
 
 
@@ -196,6 +205,20 @@ def _fallback(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
     body = measure_fallback(files, Settings(**overrides), args.fallback, Task(args.task))
     print(fallback_report(body))
     _scenario_json(args, files, env, "fallback", body)
+    return 0
+
+
+def _keywords(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    from asrserve.bench.keywords import keywords_report, measure_keywords
+
+    if args.url is not None:
+        raise SystemExit("asrserve bench: keywords runs the engine alone (no --url)")
+    overrides = {k: getattr(args, k) for k in ENV_FLAGS if getattr(args, k) is not None}
+    if args.engines:
+        overrides["engine"] = args.engines[0]
+    body = measure_keywords(files, Settings(**overrides), args.keyword_repeats, args.keywords)
+    print(keywords_report(body))
+    _scenario_json(args, files, env, "keywords", body)
     return 0
 
 
