@@ -87,6 +87,10 @@ def _prompt(value: str) -> str:
             f"is at most {MAX_PROMPT_CHARS} characters (Whisper uses only the last 223 tokens"
             " of a prompt, about 800 characters)",
         )
+    if "<|" in value:  # "<|endoftext|>" in a prompt would end it as Whisper's own token
+        raise PydanticCustomError(
+            "invalid_request", "holds '<|', which Whisper's tokenizer reads as its own tokens"
+        )
     return value
 
 
@@ -328,7 +332,7 @@ class RequestForm(CueForm):
     prompt: Annotated[str, AfterValidator(_prompt)] | None = Field(
         None,
         description=f"Text the speech follows on from (names, spelling); at most"
-        f" {MAX_PROMPT_CHARS} characters.",
+        f" {MAX_PROMPT_CHARS} characters, without '<|' (Whisper's control tokens).",
     )
     response_format: ResponseFormat = Field(
         ResponseFormat.JSON, description="What the answer holds and how it is written."

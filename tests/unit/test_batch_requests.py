@@ -180,6 +180,16 @@ def test_prompt_is_capped() -> None:
     assert (error.code, error.param) == ("prompt_too_long", "body.prompt")
 
 
+def test_a_prompt_holding_whispers_control_token_text_is_refused() -> None:
+    """``<|endoftext|>`` in a prompt is Whisper's end-of-text token to its tokenizer: a
+    400 naming ``prompt``, not a prompt that ends the decode."""
+    with pytest.raises(InvalidRequest) as caught:
+        parse_request({"prompt": ["Meeting notes <|endoftext|> go on"]}, MODEL)
+    assert (caught.value.param, caught.value.status) == ("prompt", 400)
+    assert "'<|'" in caught.value.message
+    assert parse_request({"prompt": ["a < b | c"]}, MODEL).options.prompt == "a < b | c"
+
+
 def test_a_translations_batch_runs_its_lines_as_translations() -> None:
     base = ModelInfo(id="base", multilingual=True, default_beam_size=5)
     served = Catalog.of([base, *MODEL.models])
