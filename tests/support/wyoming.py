@@ -9,7 +9,6 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import numpy as np
 from starlette.testclient import TestClient
 from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -18,8 +17,8 @@ from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.ping import Ping, Pong
 
-from asrserve.audio.decode import decode
 from asrserve.bench.corpus import Clip
+from asrserve.bench.wyoming import pcm16 as bench_pcm16
 from asrserve.engine.base import Engine
 from asrserve.settings import Settings
 from tests.support.fakes import FakeEngine
@@ -31,9 +30,8 @@ ENDS = ("transcript-stop", "error")
 
 
 def pcm16(path: Path) -> bytes:
-    """The file's audio as 16 kHz 16-bit mono, decoded by the project's decode."""
-    samples = decode(path, max_seconds=600)
-    return bytes((np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes())
+    """The file's audio as 16 kHz 16-bit mono (up to 10 minutes of it)."""
+    return bench_pcm16(path, max_seconds=600)
 
 
 def port_of(client: TestClient) -> int:

@@ -53,6 +53,12 @@ KeepAlive = Annotated[
     ),
 ]
 CARD = "The model's card, as `GET /v1/models` lists it"
+OPERATED = errors(  # what loading and unloading a model (an operator's) may answer
+    s403="Not an admin key (`admin_required`).",
+    s404="Not a served model (`model_not_found`).",
+    s409="`model_busy`: it has work pending or running (unload); `models_on_workers`: a "
+    "distributed node, whose models live on the worker nodes.",
+)
 
 
 @router.get(
@@ -89,12 +95,7 @@ async def get_model(model_id: ModelId, ctx: Ready, principal: Caller) -> dict[st
 @router.post(
     "/{model_id}/load",
     response_description=f"{CARD}, once its replicas are loaded on every device.",
-    responses=errors(
-        s403="Not an admin key (`admin_required`).",
-        s404="Not a served model (`model_not_found`).",
-        s409="`model_busy`: it has work pending or running (unload); `models_on_workers`: a "
-        "distributed node, whose models live on the worker nodes.",
-    ),
+    responses=OPERATED,
 )
 async def load_model(
     model_id: ModelId, ctx: Ready, principal: Caller, keep_alive: KeepAlive = None
@@ -109,12 +110,7 @@ async def load_model(
 @router.post(
     "/{model_id}/unload",
     response_description=f"{CARD}, once its replicas are released.",
-    responses=errors(
-        s403="Not an admin key (`admin_required`).",
-        s404="Not a served model (`model_not_found`).",
-        s409="`model_busy`: it has work pending or running (unload); `models_on_workers`: a "
-        "distributed node, whose models live on the worker nodes.",
-    ),
+    responses=OPERATED,
 )
 async def unload_model(model_id: ModelId, ctx: Ready, principal: Caller) -> dict[str, Any]:
     """Release the model's replicas now (admin keys); 409 while it has work. Its next

@@ -9,19 +9,16 @@ failed their first decode, and how many decodes ran at each temperature.
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
 
-from asrserve.audio.features import prepare
 from asrserve.bench.ceiling_layout import run_batches, window_batches
+from asrserve.bench.engine_alone import service_windows, wall_figures
 from asrserve.bench.load import AudioFile
 from asrserve.engine.fallback import FallbackCounts
 from asrserve.engine.whisper import FasterWhisperEngine
 from asrserve.settings import Settings
 from asrserve.vocabulary import Task, TranscriptionOptions
-
-MAX_SECONDS = 4 * 3600.0
 
 
 def _engines(settings: Settings) -> list[FasterWhisperEngine]:
@@ -39,12 +36,8 @@ def measure_fallback(
         "fallback": _engines(settings),
         "no fallback": _engines(settings.model_copy(update={"fallback_temperatures": (0.0,)})),
     }
-    first = sides["fallback"][0]
-    windows = first.capabilities.windows(settings.windows)
-    prepared = [
-        prepare(f.path, first, max_seconds=MAX_SECONDS, vad=True, windows=windows) for f in files
-    ]
-    chunks = [chunk for p in prepared for chunk in p.chunks]
+    per_file = service_windows([f.path for f in files], sides["fallback"][0], settings)
+    chunks = [chunk for file_chunks in per_file for chunk in file_chunks]
     batches = window_batches(chunks, settings.max_batch_size)
     options = TranscriptionOptions(beam_size=settings.beam_size, task=task)
     audio = sum(chunk.duration for chunk in chunks)
@@ -69,15 +62,7 @@ def measure_fallback(
         "replicas": len(sides["fallback"]),
         "retried_windows": counts.retried,
         "decodes_by_temperature": {str(t): n for t, n in sorted(counts.decodes.items())},
-        "sides": {
-            side: {
-                "median_wall_s": round(statistics.median(w), 3),
-                "min_wall_s": round(min(w), 3),
-                "max_wall_s": round(max(w), 3),
-                "audio_s_per_s": round(audio / statistics.median(w), 1),
-            }
-            for side, w in walls.items()
-        },
+        "sides": {side: wall_figures(w, audio) for side, w in walls.items()},
     }
 
 

@@ -22,8 +22,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from asrserve.audio.features import prepare
 from asrserve.bench.ceiling_layout import Decoded, run_batches, window_batches
+from asrserve.bench.engine_alone import service_windows, wall_figures
 from asrserve.bench.engines import compute_types
 from asrserve.bench.load import AudioFile
 from asrserve.bench.wer import wer
@@ -33,7 +33,6 @@ from asrserve.engine.registry import engine_choice, load_engines
 from asrserve.settings import Settings
 from asrserve.vocabulary import TranscriptionOptions
 
-MAX_SECONDS = 4 * 3600.0
 # Terms the bench corpus never says: names, a made-up word, product names, a city.
 DEFAULT_KEYWORDS = (
     "Siobhan Nakamura",
@@ -91,12 +90,7 @@ def measure_keywords(
 ) -> dict[str, Any]:
     """Both sides, alternately, on one set of windows; the report's body."""
     engines = [next(iter(models.values())) for models in load_engines(settings)]
-    first = engines[0]
-    windows = first.capabilities.windows(settings.windows)
-    per_file = [
-        prepare(f.path, first, max_seconds=MAX_SECONDS, vad=True, windows=windows).chunks
-        for f in files
-    ]
+    per_file = service_windows([f.path for f in files], engines[0], settings)
     chunks = [chunk for file_chunks in per_file for chunk in file_chunks]
     batches = window_batches(chunks, settings.max_batch_size)
     plain = TranscriptionOptions(beam_size=settings.beam_size)
@@ -129,10 +123,7 @@ def measure_keywords(
         "changed_windows": changed_windows(texts[WITH], texts[WITHOUT]),
         "sides": {
             side: {
-                "median_wall_s": round(statistics.median(w), 3),
-                "min_wall_s": round(min(w), 3),
-                "max_wall_s": round(max(w), 3),
-                "audio_s_per_s": round(audio / statistics.median(w), 1),
+                **wall_figures(w, audio),
                 "walls_s": [round(wall, 3) for wall in w],  # in the order they ran
                 "wer": _wer(scored, texts[side]),
             }

@@ -76,9 +76,10 @@ class Round:
     wall_s: float
 
 
-def pcm16(path: Path) -> bytes:
-    """A file's audio as 16 kHz 16-bit mono, decoded by the project's decode."""
-    samples = decode(path, max_seconds=60)
+def pcm16(path: Path, max_seconds: float = 60.0) -> bytes:
+    """A file's audio (at most ``max_seconds`` of it) as 16 kHz 16-bit mono, decoded by
+    the project's decode."""
+    samples = decode(path, max_seconds=max_seconds)
     return bytes((np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes())
 
 
