@@ -166,16 +166,16 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             part = features if group >= features.shape[0] else features[start : start + group]
             encoder_output = model.encode(part)
             self._encoded = encoder_output
-            biased = self._generate(
-                encoder_output, prompts[start : start + group], tokenizer, max_length, options
-            )
+            window = slice(start, start + group)
+            sets = [prompts[window], *([unbiased[window]] if unbiased else [])]
+            if options.multilingual:  # one detection for both decodes
+                self._set_languages(encoder_output, tokenizer, sets)
+            biased = self._generate(encoder_output, sets[0], max_length, options)
             if not unbiased:
                 results += biased
                 bounds += [(prompt_length, max_length)] * len(biased)
                 continue
-            others = self._generate(
-                encoder_output, unbiased[start : start + group], tokenizer, unbiased_max, options
-            )
+            others = self._generate(encoder_output, sets[1], unbiased_max, options)
             for with_them, without_them in zip(biased, others, strict=True):
                 kept = keeps_keywords(
                     _text(with_them, tokenizer), _text(without_them, tokenizer), options.keywords
@@ -208,24 +208,28 @@ class PromptedPipeline(BatchedInferencePipeline):  # type: ignore[misc]
             )
         return encoder_output, output
 
-    def _generate(
-        self,
-        encoder_output: Any,
-        prompts: list[list[int]],
-        tokenizer: Any,
-        max_length: int,
-        options: DecodeOptions,
-    ) -> list[Any]:
-        """One generate call: the windows' prompts (their language, detected, set in them
-        first on a multilingual model)."""
-        model = self.model
-        if options.multilingual:
-            detected = model.model.detect_language(encoder_output)
+    def _set_languages(
+        self, encoder_output: Any, tokenizer: Any, prompt_sets: list[list[list[int]]]
+    ) -> None:
+        """On a multilingual model: each window's language, detected once, set in each of
+        its prompts (the keywords' and the one without them)."""
+        detected = self.model.model.detect_language(encoder_output)
+        for prompts in prompt_sets:
             position = prompts[0].index(tokenizer.language)
             for prompt, langs in zip(prompts, detected, strict=True):
                 prompt[len(prompt) - len(prompts[0]) + position] = tokenizer.tokenizer.token_to_id(
                     langs[0][0]
                 )
+
+    def _generate(
+        self,
+        encoder_output: Any,
+        prompts: list[list[int]],
+        max_length: int,
+        options: DecodeOptions,
+    ) -> list[Any]:
+        """One generate call: the windows, each after its prompt."""
+        model = self.model
         results: list[Any] = model.model.generate(
             encoder_output,
             prompts,
