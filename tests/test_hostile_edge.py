@@ -24,6 +24,7 @@ import pytest
 from websockets.sync.client import connect
 
 from asrserve.bench.corpus import Clip
+from tests.support.faults import uploads_receiving
 from tests.support.keys import auth, new_key
 from tests.support.raw_http import raw_upload, read_response
 from tests.support.servers import Server
@@ -68,11 +69,8 @@ class AuthServer(Server):
 
     def uploads_receiving(self) -> int:
         """The ``asrserve_uploads_receiving`` gauge of its ``/metrics``."""
-        metrics = httpx.get(f"{self.url}/metrics", headers=auth(self.admin), timeout=30)
-        assert metrics.status_code == 200, metrics.text
-        found = re.search(r"^asrserve_uploads_receiving (\S+)$", metrics.text, re.MULTILINE)
-        assert found is not None, metrics.text
-        return int(float(found.group(1)))
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            return uploads_receiving(client, auth(self.admin))
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from tests.support.faults import (
     healthy,
     listing,
     upload_files,
+    uploads_receiving,
 )
 from tests.support.payloads import by_name
 from tests.support.raw_http import raw_upload, read_answer, read_response
@@ -119,16 +120,9 @@ def test_uploads_past_the_limit_get_503(
     with contextlib.ExitStack() as stack, httpx.Client(base_url=srv.url, timeout=60) as client:
         for holder in holders:
             stack.enter_context(holder)
-        probe = {"purpose": "audio"}, {"file": ("empty.bin", b"")}  # 400 once past the gate
-
-        def slots_full() -> bool:
-            resp = client.post(FILES, data=probe[0], files=probe[1])
-            if resp.status_code == 503:
-                return True
-            assert resp.status_code == 400, resp.text  # past the gate: not full yet
-            return False
-
-        wait_until(slots_full, 10, "the two held uploads to fill the slots", every=0)
+        # Read from the server, not by a probing upload: a probe that reached the gate before
+        # the second holder would take its slot, and the holder would be the one refused.
+        wait_until(lambda: uploads_receiving(client) == 2, 60, "the held uploads to fill the slots")
 
         # Each holder's spool file is made when its first body bytes are read, which may
         # come after its slot is taken: the listing to compare with holds both.
@@ -136,7 +130,7 @@ def test_uploads_past_the_limit_get_503(
             names = listing(srv.data_dir)
             return names if len(names) == 2 else None
 
-        before = wait_until(both_spooled, 10, "the held uploads to spool their first bytes")
+        before = wait_until(both_spooled, 60, "the held uploads to spool their first bytes")
         for path in (SYNC, JOBS):
             resp = client.post(path, files=upload_files(clip))
             error = assert_error(resp, 503, "too_many_uploads")
@@ -154,7 +148,7 @@ def test_uploads_past_the_limit_get_503(
             resp = client.post(SYNC, files=upload_files(clip))
             return None if resp.status_code == 503 else resp
 
-        resp = wait_until(served, 10, "the slot to be freed", every=0)
+        resp = wait_until(served, 60, "the slot to be freed", every=0)
         assert resp.status_code == 200 and resp.json()["text"].strip(), resp.text
         files = client.get(FILES).json()["data"]
         assert files == [] and os.listdir(srv.data_dir / "files") == []

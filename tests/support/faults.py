@@ -4,6 +4,7 @@ error bodies that must say what went wrong, what a data dir holds, a server stil
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,6 +60,16 @@ def healthy(srv: Server, client: httpx.Client) -> None:
     assert srv.proc is not None and srv.proc.poll() is None, srv.log()
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get(JOBS).status_code == 200
+
+
+def uploads_receiving(client: httpx.Client, headers: Mapping[str, str] | None = None) -> int:
+    """The server's ``asrserve_uploads_receiving`` gauge (``/metrics``): how many uploads hold a
+    slot of its gate. Read without taking one, as a probing upload would."""
+    metrics = client.get("/metrics", headers=headers)
+    assert metrics.status_code == 200, metrics.text
+    found = re.search(r"^asrserve_uploads_receiving (\S+)$", metrics.text, re.MULTILINE)
+    assert found is not None, metrics.text
+    return int(float(found.group(1)))
 
 
 def listing(data_dir: Path) -> set[str]:
