@@ -120,9 +120,15 @@ def test_uploads_past_the_limit_get_503(
     with contextlib.ExitStack() as stack, httpx.Client(base_url=srv.url, timeout=60) as client:
         for holder in holders:
             stack.enter_context(holder)
+
+        def why() -> str:
+            lines = [line for line in srv.log().splitlines() if "GET /metrics" not in line]
+            return "the two held uploads to fill the slots; server log:\n" + "\n".join(lines[-20:])
+
         # Read from the server, not by a probing upload: a probe that reached the gate before
         # the second holder would take its slot, and the holder would be the one refused.
-        wait_until(lambda: uploads_receiving(client) == 2, 60, "the held uploads to fill the slots")
+        # 30 s: short of the holders' 60 s idle timeout, which would end them as well.
+        wait_until(lambda: uploads_receiving(client) == 2, 30, why)
 
         # Each holder's spool file is made when its first body bytes are read, which may
         # come after its slot is taken: the listing to compare with holds both.
