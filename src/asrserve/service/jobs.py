@@ -20,7 +20,7 @@ from asrserve.auth.keys import KeyStore
 from asrserve.auth.principal import OPEN, Principal
 from asrserve.backends.backend import Backend
 from asrserve.batcher.recording import TrafficRecorder
-from asrserve.errors import DeadlineExceeded, InvalidRequest, NotFound, shown
+from asrserve.errors import DeadlineExceeded, InvalidRequest, NotFound, StoreUnavailable, shown
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, JobStatus, new_job_id
 from asrserve.jobs.store import JobStore
@@ -236,31 +236,39 @@ class Service:
     ) -> T | None:
         """What ``read`` returns once ``done`` says so (or it is None), or as it stands when
         ``timeout`` passes; read again whenever the events of ``key`` (a job's or a batch's
-        id) say it may have changed."""
+        id) say it may have changed. A store that is down at the first read is the caller's
+        answer; later, the last value read stands until the store is back (its return
+        wakes every waiter: events/redis.py)."""
         deadline = time.monotonic() + timeout
-        while True:
-            with self.events.subscribe(key) as changed:
-                value = await read()
+        with self.events.subscribe(key) as changed:  # before the read: no change missed
+            value = await read()
+            while value is not None and not done(value):
                 remaining = deadline - time.monotonic()
-                if value is None or done(value) or remaining <= 0:
-                    return value
+                if remaining <= 0:
+                    break
                 await wait_event(changed, remaining)
+                changed.clear()
+                with contextlib.suppress(StoreUnavailable):
+                    value = await read()
+        return value
 
     async def follow(self, job_id: str, timeout: float, tick: float) -> AsyncIterator[Job]:
         """The job now, then each time it may have changed (its progress or its status) and
         at least every ``tick`` seconds, until it has finished (the last one yielded) or
-        ``timeout`` has passed. Nothing is yielded if there is no such job."""
+        ``timeout`` has passed. Nothing is yielded if there is no such job. Past the first
+        read, a store that is down yields the job as last read."""
         deadline = time.monotonic() + timeout
-        while True:
-            with self.events.subscribe(job_id) as changed:
-                job = await self.store.get(job_id)
-                if job is None:
-                    return
+        with self.events.subscribe(job_id) as changed:
+            job = await self.store.get(job_id)
+            while job is not None:
                 yield job
                 remaining = deadline - time.monotonic()
                 if job.status.finished or remaining <= 0:
                     return
                 await wait_event(changed, min(remaining, tick))
+                changed.clear()
+                with contextlib.suppress(StoreUnavailable):
+                    job = await self.store.get(job_id)
 
     async def cancel(self, job_id: str) -> Job | None:
         """Cancel a job that has not finished; returns None if there is no such job."""
