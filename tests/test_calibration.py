@@ -35,9 +35,11 @@ def test_calibration_seeds_each_windows_curve_and_the_next_start_reads_it(
     assert how == "measured"
     assert sorted(first) == [("tiny.en", 5.0), ("tiny.en", 30.0)]
     calibrated = {key: c["points"] for key, c in first.items()}
-    assert {key: sorted(points) for key, points in calibrated.items()} == {
-        ("tiny.en", 5.0): ["1", "2"],
-        ("tiny.en", 30.0): ["1", "2"],
+    # Each window's curve is seeded at batch size 1. Whether size 2 is measured too depends
+    # on how long size 1 took (LONGEST_BATCH_S), so on the machine's load: not asserted.
+    assert {key: "1" in points for key, points in calibrated.items()} == {
+        ("tiny.en", 5.0): True,
+        ("tiny.en", 30.0): True,
     }
 
     with JFK.open("rb") as audio:  # 11 s: one chunk in the 30 s window, a batch of 1
