@@ -19,6 +19,7 @@ import pytest
 from asrserve.bench.conversations import build, reference
 from asrserve.bench.corpus import write_float_wav
 from asrserve.bench.der import Labelled, named_seconds, score
+from asrserve.bench.voices import debian
 from asrserve.bench.wer import wer_one
 from tests.support.inprocess import in_process
 from tests.support.servers import JFK, Server
@@ -29,7 +30,7 @@ def test_diarized_json_and_streamed_through_the_openai_client(
     server: Server, tmp_path: Path
 ) -> None:
     # two English voices; timing its words once moved where a window was continued (0.027 WER)
-    conversation = build(104, voices=["reader", "allison"])
+    conversation = build(104, debian(), voices=["reader", "allison"])
     path = write_float_wav(tmp_path / "talk.wav", conversation.samples)
     with openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as oai:
         with path.open("rb") as audio:
@@ -108,7 +109,7 @@ def data_url(samples: np.ndarray, folder: Path, name: str) -> str:
 @pytest.mark.slow
 def test_known_speakers_are_named_from_their_references(server: Server, tmp_path: Path) -> None:
     voices = ["reader", "allison"]
-    conversation = build(5, voices=voices)
+    conversation = build(5, debian(), voices=voices)
     path = write_float_wav(tmp_path / "talk.wav", conversation.samples)
     used = {turn.speaker for turn in conversation.turns}
     assert used == set(voices)
@@ -149,7 +150,9 @@ def test_known_speakers_are_named_from_their_references(server: Server, tmp_path
 def test_a_job_with_a_bad_reference_is_refused_at_submit(server: Server, tmp_path: Path) -> None:
     """References are probed at intake, as the upload is: a job whose reference is too long
     or not audio is a 400 naming the field, never a queued job that fails later."""
-    path = write_float_wav(tmp_path / "talk.wav", build(5, voices=["reader", "allison"]).samples)
+    path = write_float_wav(
+        tmp_path / "talk.wav", build(5, debian(), voices=["reader", "allison"]).samples
+    )
     long = data_url(np.zeros(12 * 16000, dtype=np.float32), tmp_path, "long.wav")
     text = "data:audio/wav;base64," + base64.b64encode(b"not audio at all, " * 64).decode()
     answers = []

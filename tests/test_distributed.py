@@ -18,6 +18,7 @@ from wyoming.asr import Transcript, TranscriptChunk
 from asrserve.bench.conversations import build
 from asrserve.bench.corpus import Clip, write_float_wav
 from asrserve.bench.redis_process import RedisProcess
+from asrserve.bench.voices import debian
 from asrserve.bench.wer import wer_one
 from asrserve.cli.server_process import ServerProcess, free_port
 from tests.support.api import submit_job, transcribe_text, wait_job
@@ -316,7 +317,7 @@ def test_a_diarized_job_and_request_are_answered_by_the_worker_node(
     """Diarization is work for the workers: a job asked for ``diarized_json`` and a
     synchronous diarized request, sent to an API node, come back with the conversation's
     two speakers, the job's subtitles with voice tags."""
-    conversation = build(104, voices=["reader", "allison"])
+    conversation = build(104, debian(), voices=["reader", "allison"])
     path = write_float_wav(tmp_path / "talk.wav", conversation.samples)
     api = cluster.api()
     worker = cluster.worker()

@@ -17,6 +17,7 @@ import pytest
 
 from asrserve.bench.conversations import build
 from asrserve.bench.corpus import Clip, write_float_wav
+from asrserve.bench.voices import debian
 from asrserve.bench.wer import wer
 from tests.support.servers import Server
 
@@ -62,7 +63,7 @@ def test_none_policy_serves_concurrent_callers_whole_files(
 
 def speakers(url: str, folder: Path) -> list[str]:
     """The speakers of a diarized two-voice conversation, in order of first speech."""
-    conversation = build(104, voices=["reader", "allison"])
+    conversation = build(104, debian(), voices=["reader", "allison"])
     path = write_float_wav(folder / "talk.wav", conversation.samples)
     with path.open("rb") as fh:
         response = httpx.post(
