@@ -96,7 +96,7 @@ def test_unknown_model_is_a_400_naming_the_served_ones(http: httpx.Client) -> No
         )
         error = error_of(response, 400)
         assert (error["code"], error["param"]) == ("model_not_found", "model")
-        assert "use one of 'tiny.en', 'whisper-1'" in error["message"]
+        assert "use one of 'tiny.en', 'whisper-1', 'gpt-4o-transcribe-diarize'" in error["message"]
     error = error_of(asr(http, JFK.read_bytes(), model="large-v9"), 400)
     assert (error["code"], error["param"]) == ("model_not_found", "model")
 
@@ -112,7 +112,7 @@ def test_models_list_the_english_only_model_and_its_alias(http: httpx.Client) ->
         "languages": ["en"],
         "translate": False,
         "default": True,
-        "aliases": ["whisper-1"],
+        "aliases": ["whisper-1", "gpt-4o-transcribe-diarize"],
         "keep_alive": -1,
         "loaded": True,
         "allowed_languages": None,  # no key: any language

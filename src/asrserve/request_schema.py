@@ -307,7 +307,10 @@ class RequestForm(CueForm):
     """A transcription or translation request's fields (OpenAI's, and asrserve's own)."""
 
     model: str | None = Field(
-        None, description="A served model's id, or 'whisper-1' for the default model."
+        None,
+        description="A served model's id, or 'whisper-1' for the default model, or"
+        " 'gpt-4o-transcribe-diarize' for the default under OpenAI's diarizing model's rules"
+        " (no prompt or logprobs; json, text or diarized_json; chunking_strategy past 30 s).",
     )
     language: str | None = Field(
         None, description="The speech's language (ISO-639-1); detected if left out."

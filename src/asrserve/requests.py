@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from asrserve import openai_params
 from asrserve.engine.base import ModelInfo
-from asrserve.engine.catalog import Catalog
+from asrserve.engine.catalog import DIARIZE_ALIAS, Catalog
 from asrserve.errors import InvalidRequest
 from asrserve.formats import ResponseFormat
 from asrserve.known_speakers import known_speakers
@@ -31,6 +31,49 @@ class TranscriptionRequest:
     stream: bool = False  # answer server-sent events as the text becomes final
     keep_alive: float | None = None  # the model's keep_alive after this work (None: default)
     cues: CueLimits | None = None  # how subtitles are cut (srt and vtt only)
+    # OpenAI's diarizing model: audio longer than this needs a chunking_strategy
+    chunking_past_s: float | None = None
+
+
+DIARIZE_FORMATS = (ResponseFormat.JSON, ResponseFormat.TEXT, ResponseFormat.DIARIZED_JSON)
+DIARIZE_CHUNKING_S = 30.0
+
+
+def _diarize_model(form: RequestForm, fields: Fields) -> float | None:
+    """``gpt-4o-transcribe-diarize``'s rules, as OpenAI's model takes its fields: no
+    ``prompt``, no ``include[]=logprobs``, ``json``, ``text`` or ``diarized_json``; past
+    ``DIARIZE_CHUNKING_S`` of audio, a ``chunking_strategy`` (:func:`check_chunking`, once
+    the audio's length is known). The seconds past which it still needs one (None: another
+    model, or one given)."""
+    if form.model != DIARIZE_ALIAS:
+        return None
+    if form.prompt:
+        raise InvalidRequest(f"{DIARIZE_ALIAS} takes no prompt", param="prompt")
+    if form.include:
+        raise InvalidRequest(f"{DIARIZE_ALIAS} gives no logprobs", param=openai_params.INCLUDE)
+    if form.response_format not in DIARIZE_FORMATS:
+        formats = ", ".join(f.value for f in DIARIZE_FORMATS)
+        message = f"{DIARIZE_ALIAS} answers {formats}, not {form.response_format.value}"
+        raise InvalidRequest(message, param="response_format")
+    chunking = openai_params.CHUNKING
+    given = any(
+        (name == chunking or name.startswith(f"{chunking}[")) and any(v.strip() for v in values)
+        for name, values in fields.items()
+    )
+    return None if given else DIARIZE_CHUNKING_S
+
+
+def check_chunking(request: TranscriptionRequest, seconds: float | None) -> None:
+    """:class:`InvalidRequest` naming ``chunking_strategy`` if the request's model needs one
+    for audio of ``seconds`` (None: not known before decoding) and it gives none."""
+    limit = request.chunking_past_s
+    if limit is None or seconds is None or seconds <= limit:
+        return
+    raise InvalidRequest(
+        f"{DIARIZE_ALIAS} needs a chunking_strategy for audio over {limit:g} s (this is"
+        f" {seconds:.1f} s): send chunking_strategy=auto",
+        param="chunking_strategy",
+    )
 
 
 Fields = Mapping[str, Sequence[str]]
@@ -58,6 +101,7 @@ def parse_request(
                 code="invalid_encoding",
             )
     form = RequestForm.of(fields)
+    chunking_past_s = _diarize_model(form, fields)
     rule = _narrowed(languages, form)
     model = catalog.resolve(form.model, languages=rule)  # omitted: one that speaks them
     fmt = form.response_format
@@ -99,6 +143,7 @@ def parse_request(
         stream=form.stream,
         keep_alive=form.keep_alive,
         cues=cues,
+        chunking_past_s=chunking_past_s,
     )
 
 

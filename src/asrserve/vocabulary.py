@@ -35,6 +35,7 @@ class Task(StrEnum):
     TRANSLATE = "translate"  # into English
     DETECT = "detect"  # the spoken language only: no segments
     EMBED = "embed"  # voice embeddings of a file's clips, for diarization (no Whisper)
+    SEGMENT = "segment"  # who speaks when in 10 s chunks, for diarization (no Whisper)
 
 
 class Chunking(BaseModel):
@@ -50,13 +51,15 @@ class Chunking(BaseModel):
 
 
 class KnownSpeaker(BaseModel):
-    """A speaker the caller names, and a 2–10 s recording of their voice (base64 of the
-    bytes sent; decoded where the diarization runs)."""
+    """A speaker the caller names, and a 2–10 s recording of their voice: base64 of the
+    bytes sent until intake keeps them as a blob beside the job's audio (``audio_path``,
+    what a stored job holds); decoded where the diarization runs."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
-    audio: str
+    audio: str = ""
+    audio_path: str = ""
 
 
 class Diarization(BaseModel):

@@ -4,6 +4,7 @@ work of a key whose device seconds are used up refused (real SQLite key store)."
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from asrserve.engine.base import ChunkInput
 from asrserve.errors import QuotaExceeded
 from asrserve.inference.device_meter import DeviceMeter
 from asrserve.settings import Settings
+from asrserve.speakers.models import SpeakerModel
 from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine
 from tests.support.loop import Run
@@ -103,3 +105,63 @@ def test_the_keys_command_sets_a_keys_device_quota_over_the_servers(tmp_path: Pa
         db.close()
     quotas = {key.name: Principal.of(key, settings).device_seconds_per_day for key in stored}
     assert quotas == {"metered": 90.0, "default": 3600.0}
+
+
+class HeldSpeakers(SpeakerModel):
+    """Speaker passes that wait at ``gate`` (entered: ``entered``)."""
+
+    name, dimension = "held", 2
+
+    def __init__(self) -> None:
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def require(self) -> None:
+        return None
+
+    def _held(self) -> None:
+        self.entered.set()
+        assert self.gate.wait(5)
+
+    def embed(self, banks: np.ndarray) -> np.ndarray:
+        self._held()
+        return np.zeros((len(banks), 2), np.float32)
+
+    def segment(self, chunks: np.ndarray) -> np.ndarray:
+        self._held()
+        return np.zeros((len(chunks), 589, 3), dtype=bool)
+
+
+def test_diarizations_passes_are_metered_as_device_time_not_audio(keys: KeyStore, run: Run) -> None:
+    """A key's clips and segmentation chunks take 2 s and 3 s of a device: 5 device seconds
+    on its usage, and no audio seconds (its file's windows count those)."""
+    speakers = HeldSpeakers()
+
+    async def main() -> None:
+        clock = ManualClock()
+        device = Device("0", {"m": FakeEngine()}, speakers)
+        scheduler = Scheduler([device], SchedulerConfig("greedy"), clock=clock)
+        meter = DeviceMeter(keys, today=lambda: DAY)
+        scheduler.shares.listeners.append(meter.charged)
+        loops = asyncio.create_task(scheduler.run())
+        clip, chunk = np.zeros((148, 80), np.float32), np.zeros(160_000, np.float32)
+        try:
+            for submit, item, seconds in (
+                (scheduler.submit_embed, clip, 2.0),
+                (scheduler.submit_segment, chunk, 3.0),
+            ):
+                speakers.gate.clear()
+                speakers.entered.clear()
+                futures = submit("job", Priority.ASYNC, [item], None, tenant="a")
+                assert await asyncio.to_thread(speakers.entered.wait, 5)
+                clock.advance(seconds)
+                speakers.gate.set()
+                await asyncio.gather(*futures)
+            await meter.flush()
+        finally:
+            loops.cancel()
+            await asyncio.gather(loops, return_exceptions=True)
+            scheduler.close()
+
+    run(main())
+    used = run(keys.spent("a", DAY))
+    assert (used.device_s, used.audio_s) == pytest.approx((5.0, 0.0))

@@ -10,7 +10,7 @@ import numpy as np
 from asrserve.batcher.clock import ManualClock
 from asrserve.batcher.device import Device
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
-from asrserve.speakers.embedder import SpeakerEmbedder
+from asrserve.speakers.models import SpeakerModel
 from asrserve.vocabulary import Priority, TranscriptionOptions
 from tests.support.fakes import FakeEngine, chunk
 from tests.support.loop import run_scheduler as run
@@ -126,7 +126,7 @@ def test_an_idle_model_releases_its_weights_and_reloads_for_the_next_batch() -> 
     assert a.batches == [[1.0], [3.0]] and b.loads == 0
 
 
-class Voices(SpeakerEmbedder):
+class Voices(SpeakerModel):
     """A speaker model that records its batches (each clip's frames) and answers each
     clip's first feature as its embedding."""
 
@@ -142,6 +142,10 @@ class Voices(SpeakerEmbedder):
     def embed(self, banks: np.ndarray) -> np.ndarray:
         self.batches.append([len(bank) for bank in banks])
         return banks[:, 0, :2].copy()
+
+    def segment(self, chunks: np.ndarray) -> np.ndarray:
+        self.batches.append([len(chunk) for chunk in chunks])
+        return np.zeros((len(chunks), 589, 3), dtype=bool)
 
 
 def test_speaker_clips_of_several_jobs_batch_by_length_apart_from_decoding() -> None:

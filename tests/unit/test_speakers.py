@@ -17,7 +17,7 @@ from asrserve.errors import InvalidRequest
 from asrserve.formats import to_diarized, to_srt, to_vtt
 from asrserve.jobs.models import Job
 from asrserve.speakers import state_dict
-from asrserve.speakers.cluster import cluster
+from asrserve.speakers.cluster import Clustering, cluster
 from asrserve.speakers.fbank import fbank, frames
 from asrserve.speakers.join import join, label
 from asrserve.speakers.naming import name_speakers
@@ -84,6 +84,29 @@ def test_the_hints_bound_the_count() -> None:
     split = cluster(alike, min_speakers=2)
     assert split.tolist() == [0] * 15 + [1] * 15
     assert len(set(cluster(voices([12, 20, 9]), max_speakers=2).tolist())) == 2
+
+
+@pytest.mark.parametrize("count", [1, 2, 5, 8, 15])
+def test_min_and_max_speakers_together_are_honoured_exactly(count: int) -> None:
+    """min = max = N gives N speakers, whether the voices say fewer or more."""
+    embeddings = voices([6, 5, 7, 6, 4, 6])  # six voices
+    labels = cluster(embeddings, min_speakers=count, max_speakers=count)
+    assert len(set(labels.tolist())) == count
+
+
+def test_a_long_file_clustered_in_windows_gets_the_speakers_of_one_pass() -> None:
+    """Clips fed a window at a time (two stages: windows, then their groups) are labelled
+    as the whole file's clips clustered at once: the same speakers, numbered alike."""
+    rng = np.random.default_rng(5)
+    embeddings = voices([120, 90, 150, 60])
+    turns = np.repeat(np.arange(len(embeddings)).reshape(-1, 10), 1, axis=0)
+    order = np.concatenate(rng.permutation(turns))  # turns of ten clips, shuffled
+    at_once = cluster(embeddings[order])
+    windowed = Clustering(window=64)
+    for first in range(0, len(order), 50):
+        windowed.add(embeddings[order[first : first + 50]])
+    assert windowed.finish().tolist() == at_once.tolist()
+    assert len(set(at_once.tolist())) == 4
 
 
 def _orthogonal(direction: np.ndarray, rng: np.random.Generator) -> np.ndarray:

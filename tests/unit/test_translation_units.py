@@ -37,7 +37,7 @@ def test_model_cards_say_what_each_model_can_do() -> None:
         "languages": ["en"],
         "translate": False,
         "default": True,
-        "aliases": ["whisper-1"],
+        "aliases": ["whisper-1", "gpt-4o-transcribe-diarize"],
     }
     card = model_card(BASE, catalog)
     assert (card["languages"], card["translate"], card["default"], card["aliases"]) == (

@@ -3,9 +3,10 @@
 OpenAI's model object (``id``, ``object``, ``created``, ``owned_by``) plus what a client needs
 to choose one: ``languages`` (``"multilingual"``, or ``["en"]`` for an English-only model),
 ``translate`` (into English: multilingual models only), ``default`` (the model a request
-that names none, or names ``whisper-1``, gets) and ``aliases`` (``["whisper-1"]`` on the
-default, empty elsewhere). ``whisper-1`` is not listed as a model of its own: it is a second
-name of the default, which ``GET /v1/models/whisper-1`` answers with. Each card also has
+that names none, or names an alias, gets) and ``aliases`` (``["whisper-1",
+"gpt-4o-transcribe-diarize"]`` on the default, empty elsewhere). An alias is not listed as a
+model of its own: it is another name of the default, which ``GET /v1/models/whisper-1``
+answers with. Each card also has
 ``keep_alive`` (seconds its weights stay loaded after their last use; -1 forever) and
 ``loaded`` (whether they are in memory now; null on a distributed node, whose models live on
 the worker nodes).
@@ -34,7 +35,7 @@ from asrserve.api.openapi import errors
 from asrserve.auth.principal import Principal
 from asrserve.batcher.residency import Residency
 from asrserve.engine.base import ModelInfo
-from asrserve.engine.catalog import OPENAI_ALIAS, Catalog
+from asrserve.engine.catalog import ALIASES, Catalog
 from asrserve.errors import Conflict, Forbidden, NotFound, shown
 from asrserve.languages import LanguageRule
 from asrserve.requests import keep_alive_field
@@ -42,9 +43,7 @@ from asrserve.requests import keep_alive_field
 router = APIRouter(prefix="/v1/models")
 Ready = Annotated[ApiContext, Depends(ready_model)]
 Caller = Annotated[Principal, Depends(caller)]
-ModelId = Annotated[
-    str, Path(description="A served model's id, or `whisper-1` for the default model.")
-]
+ModelId = Annotated[str, Path(description="A served model's id, or an alias of the default model.")]
 KeepAlive = Annotated[
     str | None,
     Query(
@@ -174,7 +173,7 @@ def model_card(model: ModelInfo, catalog: Catalog) -> dict[str, Any]:
         "languages": "multilingual" if model.multilingual else ["en"],
         "translate": model.multilingual,
         "default": default,
-        "aliases": [OPENAI_ALIAS] if default else [],
+        "aliases": list(ALIASES) if default else [],
     }
 
 

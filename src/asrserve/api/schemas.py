@@ -8,7 +8,7 @@ from typing import Any
 from asrserve.formats import to_verbose
 from asrserve.jobs.models import Job
 
-_REFERENCE_AUDIO: Any = {"diarization": {"known": {"__all__": {"audio"}}}}
+_REFERENCE_AUDIO: Any = {"diarization": {"known": {"__all__": {"audio", "audio_path"}}}}
 
 
 def job_view(job: Job) -> dict[str, Any]:
@@ -20,7 +20,8 @@ def job_view(job: Job) -> dict[str, Any]:
         "filename": job.filename,
         "audio_bytes": job.audio_bytes,
         "audio_duration": job.audio_duration,
-        # known speakers by name: their references' audio (up to 4 MiB) is not echoed
+        # known speakers by name: their references' audio (up to 4 MiB) and where it is
+        # kept are not echoed
         "options": job.options.model_dump(exclude=_REFERENCE_AUDIO),
         "created_at": job.created_at,
         "started_at": job.started_at,

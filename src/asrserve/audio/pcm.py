@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from asrserve.drivers.disk import DISK_RESERVE_BYTES, free_bytes
 from asrserve.engine.base import SAMPLING_RATE
@@ -73,3 +74,21 @@ class Pcm:
 
     def close(self) -> None:
         self._file.close()
+
+
+Samples = npt.NDArray[np.floating | np.integer] | Pcm  # 16 kHz mono, in memory or spooled
+
+
+def read(samples: Samples, start: int, end: int) -> npt.NDArray[np.float32]:
+    """Samples ``[start, end)`` as float32 in [-1, 1) (16-bit integers are scaled)."""
+    if isinstance(samples, Pcm):
+        return samples.read(start, end)
+    piece = samples[max(start, 0) : max(end, 0)]
+    scale = 1 / 32768.0 if piece.dtype == np.int16 else 1.0
+    out: npt.NDArray[np.float32] = piece.astype(np.float32) * np.float32(scale)
+    return out
+
+
+def count(samples: Samples) -> int:
+    """How many samples there are."""
+    return samples.samples if isinstance(samples, Pcm) else len(samples)

@@ -13,7 +13,7 @@ from typing import Any
 from asrserve.batcher.clock import Clock
 from asrserve.engine.base import Engine
 from asrserve.errors import InternalError, InvalidRequest
-from asrserve.speakers.embedder import NoSpeakerModel, SpeakerEmbedder
+from asrserve.speakers.models import NoSpeakerModel, SpeakerModel
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class Device:
 
     name: str
     engines: dict[str, Engine]
-    speakers: SpeakerEmbedder = field(default_factory=NoSpeakerModel)
+    speakers: SpeakerModel = field(default_factory=NoSpeakerModel)
     executor: ThreadPoolExecutor = field(init=False)
     last_used: dict[str, float] = field(default_factory=dict)  # model id → clock time
     running: str | None = None  # the model id of the batch it runs now

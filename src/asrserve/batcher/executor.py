@@ -1,7 +1,8 @@
 """Running a batch the scheduler chose: on its device's own thread, within the hang bound
 (:meth:`Device.run`), as the batch's task asks (a whole file, Whisper windows, language
-detection, speaker embeddings). It decides nothing: which items, on which device and when is
-the scheduler's, and what a finished batch means for the queue is the scheduler's too.
+detection, speaker embeddings, speaker segmentation). It decides nothing: which items, on
+which device and when is the scheduler's, and what a finished batch means for the queue is
+the scheduler's too.
 
 A batch of windows that raises is run again one window at a time, so the window that broke
 it fails alone; windows final before the rest of their batch resolve at once; windows paused
@@ -19,7 +20,7 @@ import numpy as np
 
 from asrserve.batcher.clock import Clock
 from asrserve.batcher.device import Device, RunTimeout, on_loaded
-from asrserve.batcher.work import WorkItem
+from asrserve.batcher.work import WorkItem, samples_of
 from asrserve.batcher.yielding import Wanted
 from asrserve.vocabulary import Task
 
@@ -65,6 +66,9 @@ class BatchExecutor:
         if options.task is Task.EMBED:
             banks = np.stack([chunk.features.T for chunk in chunks])
             return list(await device.run(self.clock, timeout, device.speakers.embed, banks))
+        if options.task is Task.SEGMENT:
+            audio = np.stack([samples_of(chunk.features) for chunk in chunks])
+            return list(await device.run(self.clock, timeout, device.speakers.segment, audio))
         engine = device.engine_for(options.model)
         if options.task is Task.DETECT:
             detect = on_loaded(engine, engine.detect_language)

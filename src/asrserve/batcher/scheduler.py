@@ -36,10 +36,11 @@ from asrserve.batcher.policies.fill import FILL_SHARE, RIDE_SHARE, ArrivalRate, 
 from asrserve.batcher.residency import Residency
 from asrserve.batcher.shares import NOBODY, DeviceShares
 from asrserve.batcher.stats import BatchRecord, SchedulerStats
-from asrserve.batcher.work import WorkItem
+from asrserve.batcher.work import SPEAKER_TASKS, WorkItem, as_frames
 from asrserve.batcher.yielding import Paused
 from asrserve.engine.base import (
     FRAMES_PER_SECOND,
+    SAMPLING_RATE,
     ChunkInput,
     RawSegment,
 )
@@ -50,7 +51,8 @@ from asrserve.vocabulary import Task, TranscriptionOptions
 log = logging.getLogger(__name__)
 
 SPEAKERS = "speakers"  # the model id of diarization's embedding passes
-_NOT_WHISPER_WINDOWS = (Task.DETECT, Task.EMBED)  # batches the latency model does not learn
+SEGMENTS = "segmentation"  # and of its segmentation passes
+_NOT_WHISPER_WINDOWS = (Task.DETECT, *SPEAKER_TASKS)  # batches the latency model does not learn
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,22 @@ class Scheduler:
         return [
             self._add(job_id, priority, options, deadline, chunk=_clip(bank), tenant=tenant)
             for bank in banks
+        ]
+
+    def submit_segment(
+        self,
+        job_id: str,
+        priority: int,
+        chunks: Sequence[np.ndarray],
+        deadline: float | None = None,
+        tenant: str = NOBODY,
+    ) -> list[asyncio.Future[np.ndarray]]:
+        """Who of up to three local speakers speaks in each frame of each 10 s chunk (16 kHz
+        samples), run on a device's speaker model: chunks batch together, across jobs."""
+        options = TranscriptionOptions(model=SEGMENTS, task=Task.SEGMENT)
+        return [
+            self._add(job_id, priority, options, deadline, chunk=_samples(chunk), tenant=tenant)
+            for chunk in chunks
         ]
 
     def submit_whole(
@@ -446,6 +464,11 @@ class Scheduler:
             label = f"{item.window / FRAMES_PER_SECOND:g}s"
             counts[label] = counts.get(label, 0) + 1
         return counts
+
+
+def _samples(chunk: np.ndarray) -> ChunkInput:
+    """A segmentation chunk as a work item's input: its 10 ms frames are its window."""
+    return ChunkInput(features=as_frames(chunk), offset=0.0, duration=len(chunk) / SAMPLING_RATE)
 
 
 def _clip(bank: np.ndarray) -> ChunkInput:

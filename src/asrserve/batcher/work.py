@@ -14,6 +14,21 @@ from asrserve.engine.base import CHUNK_SECONDS, FRAMES_PER_SECOND, SAMPLING_RATE
 from asrserve.vocabulary import Task, TranscriptionOptions
 
 WINDOW_FRAMES = int(CHUNK_SECONDS * FRAMES_PER_SECOND)
+SPEAKER_TASKS = (Task.EMBED, Task.SEGMENT)  # diarization's work: no Whisper
+
+
+def as_frames(samples: np.ndarray) -> np.ndarray:
+    """16 kHz samples as a work item's features: one column per 10 ms frame (its window and
+    cost curve then count frames, as a Whisper window's do)."""
+    per_frame = SAMPLING_RATE // FRAMES_PER_SECOND
+    out: np.ndarray = samples[: len(samples) // per_frame * per_frame].reshape(-1, per_frame).T
+    return out
+
+
+def samples_of(features: np.ndarray) -> np.ndarray:
+    """The samples :func:`as_frames` took."""
+    out: np.ndarray = features.T.reshape(-1)
+    return out
 
 
 @dataclass(eq=False)
@@ -70,5 +85,8 @@ class WorkItem:
     @property
     def new_seconds(self) -> float:
         """The audio seconds a pass decodes for the first time: none for a window resumed
-        between fallback passes (an earlier pass tried it)."""
+        between fallback passes (an earlier pass tried it), nor for diarization's passes
+        over audio its job's windows decode (they are charged their device time only)."""
+        if self.options.task in SPEAKER_TASKS:
+            return 0.0
         return 0.0 if self.chunk is not None and self.chunk.rung > 0 else self.duration

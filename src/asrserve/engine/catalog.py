@@ -2,8 +2,9 @@
 
 Known before (or without) loading any model, so an API node that runs no inference still
 validates requests. The first model is the default, which ``whisper-1`` (the name OpenAI's
-clients send) and an omitted ``model`` mean; for an API key whose requests are never English,
-they mean the first multilingual model when the default is English-only.
+clients send), ``gpt-4o-transcribe-diarize`` (OpenAI's diarizing model: its field rules are
+``requests.py``'s) and an omitted ``model`` mean; for an API key whose requests are never
+English, they mean the first multilingual model when the default is English-only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from asrserve.errors import InvalidRequest
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
 
 OPENAI_ALIAS = "whisper-1"
+DIARIZE_ALIAS = "gpt-4o-transcribe-diarize"
+ALIASES = (OPENAI_ALIAS, DIARIZE_ALIAS)
 
 
 @dataclass(frozen=True)
@@ -58,9 +61,9 @@ class Catalog:
         return next((model for model in self.models if model.multilingual), None)
 
     def get(self, name: str | None, languages: LanguageRule = ANY_LANGUAGE) -> ModelInfo | None:
-        """The model ``name`` means (None, "" and ``whisper-1``: :meth:`default_for` the
-        key's ``languages``), or None."""
-        if not name or name == OPENAI_ALIAS:
+        """The model ``name`` means (None, "" and an alias: :meth:`default_for` the key's
+        ``languages``), or None."""
+        if not name or name in ALIASES:
             return self.default_for(languages)
         return next((model for model in self.models if model.id == name), None)
 
@@ -70,7 +73,7 @@ class Catalog:
         """:meth:`get`, or :class:`InvalidRequest` ``model_not_found`` naming what is served."""
         model = self.get(name, languages)
         if model is None:
-            served = ", ".join(f"'{i}'" for i in [*self.ids, OPENAI_ALIAS])
+            served = ", ".join(f"'{i}'" for i in [*self.ids, *ALIASES])
             raise InvalidRequest(
                 f"model {str(name)[:100]!r} is not served here; use one of {served}",
                 param=param,

@@ -23,6 +23,7 @@ from asrserve.batcher.policies.base import foreground_reserve
 from asrserve.batcher.recording import TrafficRecorder
 from asrserve.batcher.scheduler import Scheduler, SchedulerConfig
 from asrserve.batcher.stats import BatchRecord
+from asrserve.blobs.references import drop_references
 from asrserve.cluster.base import WorkerRegistry
 from asrserve.engine.base import Engine, ModelInfo
 from asrserve.engine.catalog import Catalog
@@ -37,7 +38,7 @@ from asrserve.inference.priority_pool import PriorityPool
 from asrserve.jobs.models import Job
 from asrserve.metrics import Metrics
 from asrserve.settings import Settings
-from asrserve.speakers.embedder import installed
+from asrserve.speakers.models import installed
 from asrserve.vocabulary import Priority
 from asrserve.waiting import cancel_all
 
@@ -179,6 +180,7 @@ async def start_inference(
     async def on_finished(job: Job) -> None:
         metrics.job_finished(job)
         await backend.admission.finished(job)
+        await drop_references(backend.blobs, job.known_speakers)  # done with: they go now
         if settings.audio_retention_s == 0 and job.audio_path and job.owns_audio:
             await backend.blobs.delete(job.audio_path)
 
@@ -331,6 +333,7 @@ async def sweep_audio(settings: Settings, backend: Backend) -> None:
         cutoff = time.time() - settings.audio_retention_s
         for job in await backend.store.audio_expired(cutoff):
             await backend.blobs.delete(job.audio_path)
+            await drop_references(backend.blobs, job.known_speakers)
             await backend.store.forget_audio(job.id)
         if time.monotonic() >= next_trim:  # hourly: these scan indexes
             await backend.store.trim(time.time() - oldest)

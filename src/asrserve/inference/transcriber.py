@@ -5,9 +5,12 @@ their results put back on the file's clock."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import functools
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -21,7 +24,7 @@ from asrserve.backends.backend import Backend
 from asrserve.batcher.scheduler import Scheduler
 from asrserve.batcher.shares import NOBODY
 from asrserve.engine.base import CHUNK_SECONDS, SAMPLING_RATE, Engine, RawSegment
-from asrserve.inference.diarizing import speaker_turns
+from asrserve.inference.diarizing import Audio, speaker_turns
 from asrserve.inference.preprocess_stats import JobPool, PreprocessStats
 from asrserve.inference.priority_pool import PriorityPool
 from asrserve.inference.progress import Report, WindowProgress, ignore
@@ -30,7 +33,7 @@ from asrserve.jobs.models import Job, Progress
 from asrserve.settings import Settings
 from asrserve.speakers.join import join
 from asrserve.transcript import Transcript
-from asrserve.vocabulary import Task, TranscriptionOptions
+from asrserve.vocabulary import KnownSpeaker, Task, TranscriptionOptions
 
 T = TypeVar("T")
 # Windows of one job waiting or running at once, in batches (max_batch_size each): enough to
@@ -109,21 +112,38 @@ class Transcriber:
         if diarization is None:
             return await transcribe()
         self._scheduler.devices[0].speakers.require()  # fail now, not after the transcription
-        turns = speaker_turns(
-            self._scheduler,
-            job,
-            diarization,
-            audio,
-            pool,
-            self._settings.max_audio_seconds,
-            self._deadline(job),
-        )
-        speakers = asyncio.create_task(turns, name=f"speakers-{job.id}")
-        try:
-            transcript = await transcribe()
-            return join(transcript, *await speakers)
-        finally:
-            speakers.cancel()
+        async with contextlib.AsyncExitStack() as held:
+            references = [
+                await held.enter_async_context(self._reference(known, audio.parent))
+                for known in diarization.known
+            ]
+            turns = speaker_turns(
+                self._scheduler,
+                job,
+                diarization,
+                Audio(audio, references, self._settings.spool_dir),
+                pool,
+                self._settings.max_audio_seconds,
+                self._deadline(job),
+            )
+            speakers = asyncio.create_task(turns, name=f"speakers-{job.id}")
+            try:
+                transcript = await transcribe()
+                return join(transcript, *await speakers)
+            finally:
+                speakers.cancel()
+
+    @contextlib.asynccontextmanager
+    async def _reference(self, known: KnownSpeaker, folder: Path) -> AsyncIterator[Path]:
+        """A known speaker's reference as a local file: its blob, or (a job stored before
+        references were blobs) its base64 written out."""
+        if known.audio_path:
+            async with self._blobs.local(known.audio_path) as path:
+                yield path
+            return
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".reference") as file:
+            await asyncio.to_thread(Path(file.name).write_bytes, base64.b64decode(known.audio))
+            yield Path(file.name)
 
     async def _run(
         self, job: Job, staging: Staging, submitted: Callable[[], None], report: Report

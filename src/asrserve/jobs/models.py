@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from asrserve.errors import STATUS_OF_KIND, AsrError
 from asrserve.transcript import TokenLogprob, Transcript
-from asrserve.vocabulary import Priority, TranscriptionOptions
+from asrserve.vocabulary import KnownSpeaker, Priority, TranscriptionOptions
 
 
 class JobStatus(StrEnum):
@@ -122,6 +122,12 @@ class Job(BaseModel):
     # A tenant's keep_alive: it may keep the model loaded longer than its default, never
     # release it sooner (another tenant's next request would pay the reload)
     keep_alive_floor: bool = False
+
+    @property
+    def known_speakers(self) -> tuple[KnownSpeaker, ...]:
+        """The speakers its diarization names from references (their blobs go with it)."""
+        diarization = self.options.diarization
+        return () if diarization is None else diarization.known
 
 
 def new_job_id() -> str:

@@ -22,10 +22,12 @@ from asrserve.batch_api.models import item_job_id as job_id_for
 from asrserve.batch_api.output import split_lines, write_lines
 from asrserve.batch_api.store import BatchStore
 from asrserve.batch_lines import InvalidInput, RequestLine, parse_input
+from asrserve.blobs.references import drop_references
 from asrserve.engine.catalog import Catalog
-from asrserve.errors import AsrError, NotFound, QuotaExceeded
+from asrserve.errors import AsrError, InvalidRequest, NotFound, QuotaExceeded
 from asrserve.files.models import FilePurpose, StoredFile
 from asrserve.jobs.models import Job, JobError, JobStatus, WebhookStatus
+from asrserve.requests import check_chunking
 from asrserve.service.fairness import round_robin
 from asrserve.service.files import FileNotFound, Files
 from asrserve.service.jobs import Service, new_job
@@ -130,11 +132,15 @@ class BatchRunner:
             for file_id, record in records.items()
             if record is not None
         }
-        items, jobs = await asyncio.to_thread(self._plan, batch, requests, records, durations)
+        items, planned = await asyncio.to_thread(self._plan, batch, requests, records, durations)
+        folder = self._service.settings.audio_dir
+        jobs = [await self._service.with_references_kept(job, folder) for job in planned]
         seconds = sum(job.admitted_s for job in jobs)
         try:
             await self._service.charge(batch.owner, seconds)
         except QuotaExceeded as exc:
+            for job in jobs:
+                await drop_references(self._service.blobs, job.known_speakers)
             error = BatchErrorLine(code=exc.code or "quota_exceeded", message=exc.message)
             return await self._set(batch.id, BatchStatus.FAILED, "failed_at", errors=[error])
         await self._batches.add_items(items)
@@ -211,6 +217,11 @@ class BatchRunner:
                 continue
             path = self._files.content_path(record.id)
             duration = durations[record.id]
+            if not isinstance(duration, AsrError):
+                try:
+                    check_chunking(request.request, duration)
+                except InvalidRequest as exc:
+                    duration = exc
             if isinstance(duration, AsrError):
                 items.append(item.model_copy(update={"error": JobError.of(duration)}))
                 continue

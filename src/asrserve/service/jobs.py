@@ -20,6 +20,7 @@ from asrserve.auth.keys import KeyStore
 from asrserve.auth.principal import OPEN, Principal
 from asrserve.backends.backend import Backend
 from asrserve.batcher.recording import TrafficRecorder
+from asrserve.blobs.references import drop_references, keep_references
 from asrserve.errors import DeadlineExceeded, InvalidRequest, NotFound, StoreUnavailable, shown
 from asrserve.events import JobEvents
 from asrserve.jobs.models import Job, JobStatus, new_job_id
@@ -27,7 +28,7 @@ from asrserve.jobs.store import JobStore
 from asrserve.languages import ANY_LANGUAGE, LanguageRule
 from asrserve.outbound import BlockedUrl, InvalidUrl, check_url
 from asrserve.queue.base import Queue
-from asrserve.requests import TranscriptionRequest
+from asrserve.requests import TranscriptionRequest, check_chunking
 from asrserve.service.files import ReceivedFile
 from asrserve.service.references import probe_references
 from asrserve.service.signing import Signer
@@ -80,7 +81,7 @@ class Service:
                 known, longest = options.diarization.known, self.settings.max_audio_seconds
                 folder, tenant = upload.path.parent, principal.owner or ""
                 await probe_references(self.probes, known, folder, longest, tenant)
-            duration = await self._admit(upload.path, priority, callback_url, principal)
+            duration = await self._admit(upload.path, priority, callback_url, principal, request)
         except AudioError as exc:
             upload.remove()
             exc.param = "file"
@@ -102,11 +103,13 @@ class Service:
             job = job.model_copy(
                 update={"audio_path": await self.blobs.keep(job_id, upload.path, upload.size)}
             )
+            job = await self.with_references_kept(job, upload.path.parent)
             await self.store.create(job)
         except BaseException:  # nothing stored: nothing may stay behind
             upload.remove()
             with contextlib.suppress(Exception):  # Redis may be what failed
                 await asyncio.shield(self.blobs.delete(job.audio_path))
+                await asyncio.shield(drop_references(self.blobs, job.known_speakers))
             raise
         # Were this put lost (a crash, the broker gone), the job is still unfinished in the
         # store and is queued again when a worker next starts.
@@ -126,12 +129,30 @@ class Service:
         )
         return job
 
+    async def with_references_kept(self, job: Job, folder: Path) -> Job:
+        """``job`` with its known speakers' references kept as blobs (written in
+        ``folder`` first), not in its stored options."""
+        diarization = job.options.diarization
+        if diarization is None or not diarization.known:
+            return job
+        kept = await keep_references(self.blobs, job.id, diarization.known, folder)
+        options = job.options.model_copy(
+            update={"diarization": diarization.model_copy(update={"known": kept})}
+        )
+        return job.model_copy(update={"options": options})
+
     async def _admit(
-        self, path: Path, priority: Priority, callback_url: str | None, principal: Principal
+        self,
+        path: Path,
+        priority: Priority,
+        callback_url: str | None,
+        principal: Principal,
+        request: TranscriptionRequest,
     ) -> float | None:
         """The probed duration, once the request fits the limits and the caller's quota."""
         limit, tenant = self.settings.max_audio_seconds, principal.owner or ""
         duration = await self.probes.probe(path, limit, tenant)
+        check_chunking(request, duration)
         if callback_url:
             check_callback(callback_url, self.settings)
         await self.admission.admit(priority, duration or 0.0, owner=principal.owner)

@@ -34,7 +34,7 @@ def _relu(x: Array) -> Array:
 
 
 def _sigmoid(x: Array) -> Array:
-    out: Array = (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
+    out: Array = (0.5 + 0.5 * np.tanh(0.5 * x)).astype(np.float32)  # never overflowing
     return out
 
 

@@ -1,49 +1,56 @@
-"""Who spoke when in one file: speech regions, a voice embedding per clip, one clustering
-over the whole file, turns.
+"""Who spoke when in one file: speech regions, overlapped speech, a voice embedding per
+clip of one voice, one clustering over the whole file, turns.
 
 The speech regions come from the Silero model the transcription uses, with diarization's
 own settings (``VAD``: pauses of 100 ms end a region, as a change of speaker often leaves
-no longer one). The embedding passes are the costly step; ``embed`` runs them in batches
-of clips with the same number of frames (a clip's statistics pooling must not see another's
-padding).
+no longer one); the overlaps from the segmentation model, 10 s at a time (``overlap.py``).
+The embedding passes are the costly step; ``embed`` runs them in batches of clips with the
+same number of frames (a clip's statistics pooling must not see another's padding).
+:func:`diarize` is the whole of it in one call (the bench and the tests); the service runs
+the same steps through the scheduler (``inference/diarizing.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from asrserve.audio.pcm import Pcm, Samples, read
 from asrserve.audio.vad import SpeechDetector, VadConfig
 from asrserve.speakers.campplus import DIMENSION
-from asrserve.speakers.cluster import cluster
+from asrserve.speakers.cluster import Labels, cluster
 from asrserve.speakers.fbank import SAMPLE_RATE, fbank
+from asrserve.speakers.models import SpeakerModel
+from asrserve.speakers.overlap import chunk, chunk_starts, overlaps, with_overlaps, without
 from asrserve.speakers.turns import Span, Turn, clips, turns
 
 VAD = VadConfig(threshold=0.5, min_speech_ms=250, min_silence_ms=100, pad_ms=30)
 BATCH = 32  # clips per embedding pass
+SEGMENT_BATCH = 16  # chunks per segmentation pass
 
 Floats = npt.NDArray[np.float32]
 
 
 class Listening:
-    """A file's audio as it is decoded, a block at a time: kept as 16-bit samples (2 bytes a
-    sample, half a float's), its speech found as it comes."""
+    """A file's audio as it is decoded, a block at a time: kept as 16-bit samples, spilled
+    to a file of ``folder`` past a few minutes (``audio/pcm.py``: a diarization's memory
+    does not grow with its file's length), its speech found as it comes."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None) -> None:
         self._detector = SpeechDetector(VAD)
-        self._blocks: list[npt.NDArray[np.int16]] = []
+        self._pcm = Pcm(folder)
 
     def feed(self, block: npt.NDArray[np.int16]) -> None:
-        self._blocks.append(block)
+        self._pcm.append(block)
         self._detector.feed(block.astype(np.float32) / 32768.0)
 
-    def finish(self) -> tuple[npt.NDArray[np.int16], list[Span]]:
-        """The samples, and the clips to embed (in seconds)."""
-        spans = _seconds(self._detector.finish())
-        samples = np.concatenate(self._blocks) if self._blocks else np.zeros(0, np.int16)
-        return samples, clips(spans)
+    def finish(self) -> tuple[Pcm, list[Span]]:
+        """The samples (the caller closes them), and the regions of speech (in seconds)."""
+        return self._pcm, _seconds(self._detector.finish())
 
 
 def regions(samples: Floats) -> list[Span]:
@@ -58,13 +65,10 @@ def _seconds(found: Sequence[Mapping[str, int]]) -> list[Span]:
     return [Span(r["start"] / SAMPLE_RATE, r["end"] / SAMPLE_RATE) for r in found]
 
 
-def features(samples: npt.NDArray[np.floating | np.integer], spans: Sequence[Span]) -> list[Floats]:
-    """Each clip's mean-normalised filterbank (16-bit samples are scaled to floats)."""
-    scale = 1 / 32768.0 if samples.dtype == np.int16 else 1.0
+def features(samples: Samples, spans: Sequence[Span]) -> list[Floats]:
+    """Each clip's mean-normalised filterbank."""
     return [
-        fbank(
-            samples[round(s.start * SAMPLE_RATE) : round(s.end * SAMPLE_RATE)] * np.float32(scale)
-        )
+        fbank(read(samples, round(s.start * SAMPLE_RATE), round(s.end * SAMPLE_RATE)))
         for s in spans
     ]
 
@@ -82,11 +86,30 @@ def embed(model: Callable[[Floats], Floats], banks: Sequence[Floats], batch: int
     return out
 
 
-def diarize(model: Callable[[Floats], Floats], samples: Floats) -> list[Turn]:
+@dataclass(frozen=True)
+class Diarized:
+    """A file's turns, and the clips, embeddings and labels they were found from."""
+
+    turns: list[Turn]
+    spans: list[Span]
+    embeddings: Floats
+    labels: Labels
+
+
+def diarize(
+    model: SpeakerModel, samples: Floats, min_speakers: int = 1, max_speakers: int = 15
+) -> Diarized:
     """The speaker turns of ``samples`` (16 kHz mono), speakers numbered from 0 in order of
-    first speech."""
-    spans = clips(regions(samples))
+    first speech; where two speak at once, both have a turn."""
+    starts = chunk_starts(len(samples))
+    activity = [
+        model.segment(np.stack([chunk(samples, s) for s in starts[first : first + SEGMENT_BATCH]]))
+        for first in range(0, len(starts), SEGMENT_BATCH)
+    ]
+    both = overlaps(starts, list(np.concatenate(activity)))
+    spans = clips(without(regions(samples), both))
     if not spans:
-        return []
-    embeddings = embed(model, features(samples, spans))
-    return turns(spans, cluster(embeddings).tolist())
+        return Diarized([], [], np.zeros((0, model.dimension), np.float32), np.zeros(0, np.int64))
+    embeddings = embed(model.embed, features(samples, spans))
+    labels = cluster(embeddings, min_speakers, max_speakers)
+    return Diarized(with_overlaps(turns(spans, labels.tolist()), both), spans, embeddings, labels)

@@ -2,8 +2,10 @@
 
 The archive holds a pickle of the dict and one raw little-endian file per storage; a tensor
 is a storage, an offset, a shape and strides. Only what a state dict of plain tensors needs
-is allowed to unpickle (``_ALLOWED``): anything else in the pickle is refused, so a file
-cannot run code as ``torch.load`` without ``weights_only`` would.
+is allowed to unpickle (``find_class``), and the few metadata types a training checkpoint
+carries beside it (pyannote's task specification, the torch version), which unpickle as
+inert records: anything else in the pickle is refused, so a file cannot run code as
+``torch.load`` without ``weights_only`` would.
 """
 
 from __future__ import annotations
@@ -29,6 +31,28 @@ _DTYPES = {
 
 class StateDictError(ValueError):
     """The file is not a state dict of plain tensors."""
+
+
+class _Inert:
+    """A checkpoint's metadata object, kept as nothing: it takes any arguments and state."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> _Inert:
+        return super().__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+
+# what a pyannote training checkpoint holds beside its weights
+_METADATA = {
+    ("torch.torch_version", "TorchVersion"): str,
+    ("pyannote.audio.core.task", "Specifications"): _Inert,
+    ("pyannote.audio.core.task", "Problem"): _Inert,
+    ("pyannote.audio.core.task", "Resolution"): _Inert,
+}
 
 
 class _Storage:
@@ -61,6 +85,8 @@ class _Unpickler(pickle.Unpickler):
             return OrderedDict
         if module == "torch" and name in _DTYPES:
             return _Storage(_DTYPES[name])
+        if (module, name) in _METADATA:
+            return _METADATA[module, name]
         raise StateDictError(f"a state dict does not hold {module}.{name}")
 
     def persistent_load(self, pid: Any) -> Any:
@@ -71,8 +97,9 @@ class _Unpickler(pickle.Unpickler):
         return np.frombuffer(raw, dtype=storage.dtype)
 
 
-def load(path: Path) -> dict[str, npt.NDArray[Any]]:
-    """The tensors of the state dict saved at ``path``, by name."""
+def load(path: Path, entry: str | None = None) -> dict[str, npt.NDArray[Any]]:
+    """The tensors of the state dict saved at ``path`` (or under its key ``entry``, as a
+    training checkpoint holds it), by name."""
     with zipfile.ZipFile(path) as archive:
         pickles = [name for name in archive.namelist() if name.endswith("/data.pkl")]
         if len(pickles) != 1:
@@ -80,6 +107,8 @@ def load(path: Path) -> dict[str, npt.NDArray[Any]]:
         prefix = pickles[0].rsplit("/", 1)[0]
         with archive.open(pickles[0]) as file:
             state = _Unpickler(file, archive, prefix).load()
+    if entry is not None:
+        state = state.get(entry) if isinstance(state, dict) else None
     if not isinstance(state, dict):
         raise StateDictError(f"{path.name} holds no state dict")
     return {str(name): value for name, value in state.items()}
