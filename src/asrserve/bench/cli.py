@@ -150,6 +150,8 @@ def _scenario(args: argparse.Namespace, files: list[AudioFile], env: dict[str, s
         return _live(args, files, env)
     if args.diarize is not None:
         return _diarize(args, files, env)
+    if args.diarize_hour is not None:
+        return _diarize_hour(args, files, env)
     return _engine_alone(args, files, env)
 
 
@@ -227,9 +229,20 @@ def _diarize(args: argparse.Namespace, files: list[AudioFile], env: dict[str, st
 
     if args.url is not None:
         raise SystemExit("asrserve bench: diarize starts the server it measures")
-    body = measure_diarize(args.diarize, env)
+    body = measure_diarize(args.diarize, env, args.senko_python, args.tuning_source, args.served)
     print(diarize_report(body))
     _scenario_json(args, files, env, "diarize", body)
+    return 0
+
+
+def _diarize_hour(args: argparse.Namespace, files: list[AudioFile], env: dict[str, str]) -> int:
+    from asrserve.bench.diarize_hour import diarize_hour_report, measure_diarize_hour
+
+    if args.url is not None:
+        raise SystemExit("asrserve bench: diarize-hour starts the server it measures")
+    body = measure_diarize_hour(args.diarize_hour, files, env, args.requests or 20)
+    print(diarize_hour_report(body))
+    _scenario_json(args, files, env, "diarize_hour", body)
     return 0
 
 
