@@ -186,10 +186,17 @@ def test_unload_memory_one_cycle() -> None:
 
 
 def test_tune_diarization_on_one_gating_conversation_of_each_kind() -> None:
-    """The grid and the naming thresholds, printed (on the gating speakers: the tuning
-    ones stay out of the repository)."""
-    out = run("tune_diarization.py", "--gating", "--count", "1").splitlines()
+    """The grid, the naming thresholds and the long file's first stage, printed (on the
+    gating speakers: the tuning ones stay out of the repository)."""
+    args = ("--gating", "--count", "1", "--long", "1", "--long-minutes", "8")
+    out = run("tune_diarization.py", *args).splitlines()
     assert out[0] == "gating speakers, 1 conversations each"
+    long = out[out.index("1 meetings of 8 minutes, 4 voices each") + 1 :]
+    assert [line.split(":")[0].strip() for line in long] == [
+        *(f"FIRST_LINK {v}" for v in ("0.45", "0.50", "0.55", "0.60", "0.65", "0.70")),
+        "one pass",
+    ]
+    assert all(re.search(r"DER [\d.]+ at 0, [\d.]+ at 0.25, count [01]/1$", line) for line in long)
     rows = [line for line in out if line.startswith("LINK ")]
     assert len(rows) == 5 * 4 * 2
     assert all(re.search(r"none: DER [\d.]+ at 0, .* overlap: DER [\d.]+ at 0", r) for r in rows)

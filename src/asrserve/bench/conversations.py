@@ -138,12 +138,14 @@ def build(
     )
 
 
-def build_long(seed: int, seconds: float, speakers: int = 4) -> Conversation:
-    """A conversation of ``speakers`` gating voices at least ``seconds`` long: their turns
-    played again and again (a long meeting, for what a long file costs: its truth is
-    as :func:`build`'s, its voices each heard many times)."""
+def build_long(
+    seed: int, seconds: float, speakers: int = 4, pool: Sequence[Voice] | None = None
+) -> Conversation:
+    """A conversation of ``speakers`` of ``pool``'s voices (the gating set's by default) at
+    least ``seconds`` long: their turns played again and again (a long meeting, for what a
+    long file costs: its truth is as :func:`build`'s, its voices each heard many times)."""
     rng = random.Random(seed)
-    voices = _choose(rng, gating(), speakers)
+    voices = _choose(rng, gating() if pool is None else pool, speakers)
     gains = {v.name: SPEECH_RMS * 10 ** (rng.uniform(*LEVEL_DB) / 20) for v in voices}
     pieces: list[tuple[int, Floats]] = []
     truth: list[Labelled] = []

@@ -21,7 +21,10 @@ Pure numpy, deterministic.
 ``LINK`` was chosen on the tuning speakers' conversations (``bench/voices.py``: 40 without
 overlap and 40 with, seeds 0-39; never the gating speakers): among 0.30-0.50, 0.35 gave
 the lowest DER at collar 0 (0.054 and 0.055) with the count right in 37 and 39 of 40
-(``scripts/tune_diarization.py``; docs/logs/diarization-tuning.log).
+(``scripts/tune_diarization.py``; docs/logs/diarization-tuning.log). ``FIRST_LINK``: on
+four 20-minute meetings of the tuning speakers (several windows of clips each), every
+value from 0.45 to 0.70 gave exactly the one-pass clustering's DER (0.0557 at collar 0)
+and counts (``--long 4``; docs/logs/diarization-tuning-long.log); 0.55 is the middle.
 """
 
 from __future__ import annotations
