@@ -5,10 +5,11 @@ One server, auth on, two keys, warmed up by the meeting's first five minutes dia
 job (Whisper and the speaker models loaded, run in full batches: the memory a server that
 has served holds). A MINUTES-long meeting of four gating voices
 (``conversations.build_long``, 60 by default) is submitted by the first key as a job
-answered plain (``json``), then as one
-answered ``diarized_json``, one after the other: each one's time from submit to end, the
-server's resident memory sampled every second (its peak over the warmed-up server's), and
-the diarized job's DER against the meeting's truth. Then the second key asks for short
+answered plain (``json``), then with word timestamps (``verbose_json``, the transcription
+a diarized answer needs: its words are what the speakers are joined to), then
+``diarized_json``, one after the other: each one's time from submit to end, the server's
+resident memory sampled every second (its peak over the warmed-up server's), and the
+diarized job's DER against the meeting's truth. Then the second key asks for short
 files one at a time (the bench corpus, ``--requests`` of them: its sync p50 and p95
 alone), and again while the first key's two diarized jobs of the meeting run at once: the
 p95 under them over the p95 alone. The server's log gives the diarization's passes
@@ -59,11 +60,14 @@ def write_flac(path: Path, samples: np.ndarray) -> Path:
     return path
 
 
-def _job(client: httpx.Client, path: Path, fmt: str) -> str:
+PLAIN = {"response_format": "json"}
+WORDS = {"response_format": "verbose_json", "timestamp_granularities[]": "word"}
+DIARIZED = {"response_format": "diarized_json"}
+
+
+def _job(client: httpx.Client, path: Path, form: dict[str, str]) -> str:
     with path.open("rb") as audio:
-        answer = client.post(
-            "/v1/jobs", files={"file": (path.name, audio)}, data={"response_format": fmt}
-        )
+        answer = client.post("/v1/jobs", files={"file": (path.name, audio)}, data=form)
     answer.raise_for_status()
     job_id: str = answer.json()["id"]
     return job_id
@@ -76,11 +80,13 @@ def _ended(client: httpx.Client, job_id: str) -> dict[str, Any]:
             return job
 
 
-def _timed_job(client: httpx.Client, path: Path, fmt: str) -> tuple[float, dict[str, Any]]:
+def _timed_job(
+    client: httpx.Client, path: Path, form: dict[str, str]
+) -> tuple[float, dict[str, Any]]:
     start = time.monotonic()
-    job = _ended(client, _job(client, path, fmt))
+    job = _ended(client, _job(client, path, form))
     if job["status"] != "succeeded":
-        raise RuntimeError(f"the {fmt} job {job['status']}: {job.get('error')}")
+        raise RuntimeError(f"the {form} job {job['status']}: {job.get('error')}")
     return time.monotonic() - start, job
 
 
@@ -105,7 +111,7 @@ def _warm(client: httpx.Client, conversation: Conversation, folder: Path) -> Non
     """The meeting's first WARM_MINUTES diarized, as a job: Whisper and the speaker models
     loaded and run in full batches, as a server that has served is."""
     path = write_flac(folder / "warm.flac", conversation.samples[: int(WARM_MINUTES * 60 * 16000)])
-    _timed_job(client, path, "diarized_json")
+    _timed_job(client, path, DIARIZED)
 
 
 def _p95(times: Sequence[float]) -> float:
@@ -179,10 +185,12 @@ def measure_diarize_hour(
             idle = rss_bytes(pid)
             origin = time.monotonic()
             with RssSampler(pid, 1.0, origin) as plain_rss:
-                plain_s, _ = _timed_job(meeting, path, "json")
+                plain_s, _ = _timed_job(meeting, path, PLAIN)
+            with RssSampler(pid, 1.0, origin) as words_rss:
+                words_s, _ = _timed_job(meeting, path, WORDS)
             log, before = server.log_path, _size(server.log_path)
             with RssSampler(pid, 1.0, origin) as diarized_rss:
-                diarized_s, diarized = _timed_job(meeting, path, "diarized_json")
+                diarized_s, diarized = _timed_job(meeting, path, DIARIZED)
             alone_passes, before = _passes_since(log, before), _size(log)
             alone = _sync(other, sync_files, threading.Event())
             before = _size(log)
@@ -192,7 +200,7 @@ def measure_diarize_hour(
                 target=lambda: under.extend(_sync(other, sync_files * 50, stop))
             )
             with RssSampler(pid, 1.0, origin) as two_rss:
-                jobs = [_job(meeting, path, "diarized_json") for _ in range(2)]
+                jobs = [_job(meeting, path, DIARIZED) for _ in range(2)]
                 sync.start()
                 ended = [_ended(meeting, job_id) for job_id in jobs]
                 stop.set()
@@ -205,10 +213,12 @@ def measure_diarize_hour(
     return {
         "minutes": round(len(conversation.samples) / 16000 / 60, 2),
         "plain_s": round(plain_s, 1),
+        "words_s": round(words_s, 1),
         "diarized_s": round(diarized_s, 1),
         "diarized_over_plain": round(diarized_s / plain_s, 3),
         "idle_rss_mib": round(idle / MIB, 1),
         "plain_peak_growth_mib": round((plain_rss.peak - idle) / MIB, 1),
+        "words_peak_growth_mib": round((words_rss.peak - idle) / MIB, 1),
         "diarized_peak_growth_mib": round((diarized_rss.peak - idle) / MIB, 1),
         "two_diarized_peak_growth_mib": round((two_rss.peak - idle) / MIB, 1),
         "diarized": _diarized_der(conversation, diarized),
@@ -236,11 +246,13 @@ def diarize_hour_report(body: dict[str, Any]) -> str:
     alone, under = body["sync_alone"], body["sync_under_two_diarized"]
     return "\n".join(
         [
-            f"a {body['minutes']} min meeting: plain {body['plain_s']} s, diarized "
+            f"a {body['minutes']} min meeting: plain {body['plain_s']} s, with words "
+            f"{body['words_s']} s, diarized "
             f"{body['diarized_s']} s ({body['diarized_over_plain']}x); DER of its segments "
             f"{body['diarized']['der_collar_025_segments']} at 0.25 s",
             f"server memory: idle {body['idle_rss_mib']} MiB, peak growth plain "
-            f"{body['plain_peak_growth_mib']} MiB, diarized {body['diarized_peak_growth_mib']}"
+            f"{body['plain_peak_growth_mib']} MiB, with words {body['words_peak_growth_mib']}"
+            f" MiB, diarized {body['diarized_peak_growth_mib']}"
             f" MiB, two diarized at once {body['two_diarized_peak_growth_mib']} MiB",
             f"another key's sync answers: p95 {alone['p95_s']} s alone, {under['p95_s']} s "
             f"during two diarized meetings ({body['sync_p95_ratio']}x; {under['requests']} "
