@@ -165,5 +165,6 @@ def main() -> None:
         for line in long_rows(pool, args.long, args.long_minutes):
             print(line, flush=True)
 
+
 if __name__ == "__main__":
     main()
