@@ -44,7 +44,8 @@ class EngineSettings(BaseModel):
         description="The engine that runs the models: `ctranslate2` (faster-whisper's),"
         " `transformers` (PyTorch: CUDA 12 and 13, Blackwell, ROCm, Apple MPS, CPU; the"
         " `transformers` extra), or `auto`: CTranslate2 where it can run the device (the CPU;"
-        " a GPU it has kernels for, with CUDA 12's cuBLAS), else transformers"
+        " an NVIDIA card whose compute capability its installed library carries code for, up"
+        " to Hopper, with CUDA 12's cuBLAS), else transformers"
         " (docs/engines.md).",
         json_schema_extra=FLAG,
     )
