@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU check (issue 40): the transformers engine (and CTranslate2, where it can run) on
-# tiny.en and base on a machine with CUDA 13 alone and no network, reached by calls of the
-# device tool that each carry at most 64 MiB (the repository's tree and the carry paths):
+# The GPU check (issues 40, 56): the transformers engine (and CTranslate2, where it can run)
+# on tiny.en and base on a machine with CUDA 13 alone and no network, reached by calls of
+# the device tool that each carry at most 64 MiB (the repository's tree and the carry paths):
 #
 #   bash scripts/gpu_check.sh pack           # here: .gpu/stage-1..N, and each call to make
 #   bash scripts/gpu_check.sh stage 1        # there, carry [".gpu/stage-1"]; then 2, 3, ...
@@ -15,9 +15,26 @@
 # one missing stops, naming the stage to start again from; the last one unpacks the
 # wheels. run: every step (the engine alone per batch size in float16 and bfloat16, the
 # service under 64 clients, WER per language; docs/benchmarks.md#gpu) within 8 minutes,
-# one JSON: $OUT/gpu-check.json (OUT unset: ./gpu-check-out). dry-run: pack (tiny.en, 3
-# prompts, no wheels, 24 MiB calls), every stage and run on the CPU, into DIR
+# one JSON: $OUT/gpu-check.json (OUT unset: ./gpu-check-out), with the driver, CUDA
+# runtime, torch and CTranslate2 versions and the card's compute capability. dry-run: pack
+# (tiny.en, 3 prompts, no wheels, 48 MiB calls), every stage and run on the CPU, into DIR
 # (tests/test_gpu_check.py runs it).
+#
+# Every step is judged (src/asrserve/bench/gpu/judge.py), and run exits 1 after writing
+# the JSON, naming each failed judgement, where one fails or a step fails, times out or is
+# not reached before the deadline:
+#   machine: every module the check imports imports; on CUDA, PyTorch sees the GPU and
+#     the driver and compute capability are known (NVML);
+#   engine alone: the float32 reference (every English window decoded alone in float32)
+#     and each precision's row at each batch size (every window, b at a time) at WER
+#     <= 0.1, each row within 0.02 of the reference's WER on the same windows; the known
+#     clip (jfk.flac, else the first English recording) not empty and at WER <= 0.1;
+#     10 s of zeros: nothing said, or Whisper's no-speech probability > 0.6;
+#   service: no request failed; English WER under load and alone <= 0.1; each English
+#     recording sent alone answered as the engine answers it in-process (same words);
+#     10 s of zeros answered with empty text.
+# run --only NAME,... runs those steps alone; run --break-decode (for the test) reverses the
+# engine curves' words, which must fail the check.
 #
 # Not yet run on a GPU: written and dry-run on a machine without one.
 set -euo pipefail
@@ -40,7 +57,7 @@ dry_run() {
     shift
     PYTHON="$HERE_PYTHON"
     "$PYTHON" scripts/gpu_pack.py --out "$dir/pack" --models tiny.en --prompts 3 --no-long \
-        --no-wheels --limit-mib 24
+        --no-wheels --limit-mib 48
     GPU_HOME="$dir/home"
     local n=1
     while [[ -d "$dir/pack/stage-$n" ]]; do

@@ -31,6 +31,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--rounds", type=int, default=3, help="requests per client")
     run.add_argument("--beam-size", type=int, default=5)
     run.add_argument("--deadline-s", type=float, default=480.0)
+    run.add_argument("--only", type=_names, default=(), help="these steps alone, by name")
+    # For the test that the check fails: each engine curve's words come back reversed.
+    run.add_argument("--break-decode", action="store_true", help=argparse.SUPPRESS)
     step = commands.add_parser("step", help="(the run's) one step in this process")
     step.add_argument("args", type=Path)
     step.add_argument("result", type=Path)
@@ -71,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         beam_size=args.beam_size,
         deadline_s=args.deadline_s,
+        only=args.only,
+        break_decode=args.break_decode,
     )
     try:
         body = run_check(config)
@@ -78,8 +83,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpu check: {exc}", file=sys.stderr)
         return 3
     print("\n".join(summary(body)))
-    broken = [step for step in body["steps"] if step["status"] in ("failed", "timed out")]
-    return 1 if broken else 0
+    for failure in body["failures"]:
+        why = "; ".join(failure["why"])
+        print(f"gpu check: FAILED {failure['step']} ({failure['status']}): {why}", file=sys.stderr)
+    return 1 if body["failures"] else 0
 
 
 def main(argv: list[str] | None = None) -> int:

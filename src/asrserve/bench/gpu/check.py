@@ -7,6 +7,11 @@ also under ``unbatched``, ``<model>/service-unbatched``) and CTranslate2 alone
 (``<model>/ctranslate2``, skipped on CUDA without CUDA 12's cuBLAS). A step that fails or
 runs out of time is recorded with the tail of its log, and the next one runs; one that
 would start with too little of the deadline left is recorded as skipped.
+
+Each step that ran is judged (``judge.py``): its judgements are recorded with it, and one
+whose judgements fail is ``failed``, with their reasons. The JSON's ``failures`` names
+every step that failed, timed out or was not reached before the deadline, with why; the
+run exits non-zero where there is one (``__main__``), after writing the JSON.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from asrserve.bench.gpu.judge import Judgement, failures, judge, reason
 from asrserve.bench.gpu.pack import MODELS
 from asrserve.bench.gpu.payload import PACK, PAYLOAD, Manifest, check_ready
 
@@ -41,6 +47,8 @@ class RunConfig:
     rounds: int = 3  # requests per client
     beam_size: int = 5
     deadline_s: float = 480.0
+    only: tuple[str, ...] = ()  # these steps alone (by name); empty: every step
+    break_decode: bool = False  # the engine curves' words reversed: the check must fail
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ def plan_steps(config: RunConfig, models: list[str]) -> list[Step]:
     for model in models:
         own = common | {"model_dir": str(payload / "models" / model), "model_id": model}
         curve = own | {"dtypes": list(config.dtypes), "batch_sizes": list(config.batch_sizes)}
+        curve |= {"break_decode": config.break_decode}
         served = own | {"dtype": config.dtypes[0], "clients": config.clients}
         served |= {"rounds": config.rounds, "data": str(config.home / "data" / model)}
         served |= {"log": str(config.out / "logs" / f"{model}-server.log")}
@@ -71,7 +80,39 @@ def plan_steps(config: RunConfig, models: list[str]) -> list[Step]:
             unbatched |= {"log": str(config.out / "logs" / f"{model}-unbatched-server.log")}
             steps.append(Step(f"{model}/service-unbatched", "service", unbatched))
         steps.append(Step(f"{model}/ctranslate2", "curve", curve | {"engine": "ctranslate2"}))
-    return steps
+    unknown = set(config.only) - {step.name for step in steps}
+    if unknown:
+        raise SystemExit(f"gpu check: no step {', '.join(sorted(unknown))} (--only)")
+    return [step for step in steps if not config.only or step.name in config.only]
+
+
+def judged(record: dict[str, Any], device: str) -> dict[str, Any]:
+    """A step that ran, with its judgements; ``failed`` with their reasons where one fails."""
+    if record["status"] != "ok":
+        return record
+    try:
+        judgements = judge(record["kind"], record["result"], device)
+    except (KeyError, TypeError, ValueError) as exc:  # a result without what is judged
+        judgements = [Judgement("judged", f"{type(exc).__name__}: {exc}", "judgeable", False)]
+    record["judgements"] = [j.record() for j in judgements]
+    reasons = failures(judgements)
+    if reasons:
+        record |= {"status": "failed", "error": "judged: " + "; ".join(reasons)}
+    return record
+
+
+def failed_steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each step that failed, timed out or was not reached, with why: the judgements that
+    failed, else its error's last line (a step that skipped itself, such as CTranslate2
+    where it cannot run, is not one)."""
+    out = []
+    for record in records:
+        if record["status"] not in ("failed", "timed out") and not record.get("unreached"):
+            continue
+        why = [reason(j) for j in record.get("judgements", []) if not j["passed"]]
+        why = why or (record.get("error") or record["status"]).strip().splitlines()[-1:]
+        out.append({"step": record["name"], "status": record["status"], "why": why})
+    return out
 
 
 def run_step(step: Step, out: Path, limit: float) -> dict[str, Any]:
@@ -104,6 +145,16 @@ def run_step(step: Step, out: Path, limit: float) -> dict[str, Any]:
     return record | {"status": status, "error": tail, "result": None}
 
 
+def versions(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The machine step's versions (driver, CUDA runtimes, torch, CTranslate2, compute
+    capability), where it ran."""
+    for record in records:
+        if record["kind"] == "machine" and record.get("result"):
+            found: dict[str, Any] = record["result"]["versions"]
+            return found
+    return None
+
+
 def pack_facts(home: Path) -> dict[str, Any]:
     """The pack the run ran on: its id, facts, and each stage's bytes with the tree's."""
     manifest = Manifest.read(home / PACK)
@@ -123,21 +174,25 @@ def run(config: RunConfig) -> dict[str, Any]:
     deadline = started + config.deadline_s - RESERVE_S
     models = json.loads((config.home / PAYLOAD / MODELS).read_text(encoding="utf-8"))
     (config.out / "logs").mkdir(parents=True, exist_ok=True)
-    records = []
+    records: list[dict[str, Any]] = []
     for step in plan_steps(config, models):
         left = deadline - time.perf_counter()
         if left < MIN_STEP_S:
+            why = f"{left:.0f} s of the deadline left"
             records.append({"name": step.name, "kind": step.kind, "status": "skipped"})
-            records[-1]["error"] = f"{left:.0f} s of the deadline left"
+            records[-1] |= {"error": why, "unreached": True}
             continue
         print(f"== {step.name} (at most {min(LIMITS_S[step.kind], left):.0f} s)", flush=True)
-        records.append(run_step(step, config.out, min(LIMITS_S[step.kind], left)))
+        record = run_step(step, config.out, min(LIMITS_S[step.kind], left))
+        records.append(judged(record, config.device))
         print(f"   {records[-1]['status']} in {records[-1]['seconds']} s", flush=True)
     body = {
         "check": "asrserve GPU check (scripts/gpu_check.sh)",
         "config": asdict(config) | {"home": str(config.home), "out": str(config.out)},
         "wall_s": round(time.perf_counter() - started, 1),
         "pack": pack_facts(config.home),
+        "versions": versions(records),
+        "failures": failed_steps(records),
         "steps": records,
     }
     (config.out / RESULT).write_text(json.dumps(body, indent=1), encoding="utf-8")

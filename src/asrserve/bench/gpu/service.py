@@ -10,11 +10,18 @@ runs the first model under ``unbatched`` too, beside the default: on a GPU, what
 adds to the same service (issue 44's comparison, which a 2-core CPU cannot settle).
 While it runs, the server's own NVML gauge (``asrserve_gpu_memory_used_bytes`` in
 ``/metrics``, the whole device's memory in use) is read twice a second for its peak.
+
+What the judgements read (``judge.py``): the lone client's answer for each English
+recording, and the engine's own for it once the server has stopped (the server's settings
+in this process, each file through ``asrserve transcribe``'s path: the same windows, a
+batch of one); and the answer to ten seconds of silence (zeros, made here as a WAV).
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
+import os
 import re
 import shutil
 import threading
@@ -28,7 +35,7 @@ import httpx
 from asrserve.bench.gpu.clips import Clip
 from asrserve.bench.load import AudioFile, LoadResult, Pattern, run_load
 from asrserve.bench.runner import scheduler_delta
-from asrserve.bench.wer import wer
+from asrserve.bench.wer import normalize, wer
 from asrserve.cli.server_process import ServerProcess
 from asrserve.engine.loading import vocabulary_size
 from asrserve.engine.model_dirs import MULTILINGUAL_VOCABULARY
@@ -36,6 +43,8 @@ from asrserve.engine.model_dirs import MULTILINGUAL_VOCABULARY
 GPU_MEMORY = re.compile(r"^asrserve_gpu_memory_used_bytes\{[^}]*\} (\S+)$", re.MULTILINE)
 SAMPLE_S = 0.5
 START_S = 240.0  # imports, the model's conversion and load
+SILENCE_S = 10.0
+RATE = 16_000
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,53 @@ def languages(spec: ServiceSpec) -> list[str]:
     return found if multilingual else [code for code in found if code == "en"]
 
 
+def silence_file() -> AudioFile:
+    """Ten seconds of zeros as a 16 kHz mono WAV, in memory."""
+    data = io.BytesIO()
+    with wave.open(data, "wb") as audio:
+        audio.setnchannels(1)
+        audio.setsampwidth(2)
+        audio.setframerate(RATE)
+        audio.writeframes(bytes(2 * round(SILENCE_S * RATE)))
+    return AudioFile(Path("silence.wav"), SILENCE_S, "", data.getvalue())
+
+
+def engine_answers(spec: ServiceSpec, answers: dict[str, str]) -> dict[str, Any]:
+    """The engine's own answer for each English recording, beside the service's lone one
+    (``answers``: the file's name -> its text): the server's settings in this process
+    (its environment), each file as ``asrserve transcribe`` runs it."""
+    from asrserve.cli.main import local_options
+    from asrserve.engine.registry import load_engines
+    from asrserve.inference.direct import transcribe_file
+    from asrserve.settings import Settings
+
+    os.environ.update(server_env(spec))
+    settings = Settings()
+    engine = next(iter(load_engines(settings.model_copy(update={"cpu_replicas": 1}))[0].values()))
+    options = local_options(settings, "transcribe", None)
+    clips = []
+    try:
+        for clip in spec.clips:
+            if clip.language != "en":
+                continue
+            text = transcribe_file(
+                engine,
+                clip.path,
+                options,
+                max_seconds=settings.max_audio_seconds,
+                vad=settings.vad_filter,
+                batch_size=settings.max_batch_size,
+                windows=engine.capabilities.windows(settings.windows),
+                first_window_s=settings.first_window_s,
+            ).text.strip()
+            served = answers.get(clip.path.name)
+            same = served is not None and normalize(served) == normalize(text)
+            clips.append({"clip": clip.path.name, "service": served, "engine": text, "same": same})
+    finally:
+        engine.unload()
+    return {"compared": "words (bench.wer.normalize)", "clips": clips}
+
+
 def measure(spec: ServiceSpec) -> dict[str, Any]:
     fields = {"model": spec.model_id, "response_format": "json"}
     english = audio_files([clip for clip in spec.clips if clip.language == "en"])
@@ -146,11 +202,14 @@ def measure(spec: ServiceSpec) -> dict[str, Any]:
             lone = Pattern(requests=len(english), concurrency=1)
             alone = asyncio.run(run_load(server.url, english, lone, fields))
             by_language = {code: language_wer(server.url, spec, code) for code in languages(spec)}
+            quiet = asyncio.run(run_load(server.url, [silence_file()], Pattern(requests=1), fields))
         peak = sampler.peak
     finally:
         server.stop()
         if server.log_path is not None and server.log_path.exists():
             shutil.copyfile(server.log_path, spec.log)
+    answers = {s.file.path.name: s.text for s in alone.samples if s.status == 200}
+    [heard] = quiet.samples
     return {
         "model": spec.model_id,
         "policy": spec.policy,
@@ -160,6 +219,13 @@ def measure(spec: ServiceSpec) -> dict[str, Any]:
         "lone": load_row(alone, {}),
         "wer_by_language": by_language,
         "gpu_memory_used_peak_bytes": None if peak is None else int(peak),
+        "silence": {
+            "seconds": SILENCE_S,
+            "status": heard.status,
+            "errors": int(heard.status != 200),
+            "text": heard.text,  # the error's body where it failed
+        },
+        "engine_answers": engine_answers(spec, answers),
     }
 
 

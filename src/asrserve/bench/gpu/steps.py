@@ -35,6 +35,7 @@ def execute(kind: str, args: dict[str, Any]) -> dict[str, Any]:
                 clips=read_clips(Path(args["clips"])),
                 cache=Path(args["cache"]),
                 beam_size=args["beam_size"],
+                break_decode=args.get("break_decode", False),
             )
         )
     if kind == "service":
