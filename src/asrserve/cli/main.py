@@ -10,17 +10,22 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from asrserve.cli.logs import configure as configure_logging
 from asrserve.cli.tools import Command, tool_commands
-from asrserve.engine.base import ModelNotFoundError
+from asrserve.engine.base import Engine, ModelNotFoundError
 from asrserve.errors import InvalidRequest
 from asrserve.settings import Settings, explain, warn_renamed
 from asrserve.settings.table import flags
 from asrserve.vocabulary import TranscriptionOptions
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from asrserve.transcript import Transcript
 
 # Flags of renamed settings (see settings.RENAMED), still accepted with a warning.
 RENAMED_FLAGS = {"--cpu-workers": "--cpu-replicas"}
@@ -248,16 +253,14 @@ def transcribe(
     from tqdm import tqdm
 
     from asrserve.audio.errors import AudioError
-    from asrserve.engine.registry import load_engines
     from asrserve.formats import ResponseFormat, render
-    from asrserve.inference.direct import transcribe_file
 
     try:
         options = local_options(settings, task, language)
     except InvalidRequest as exc:
         print(f"asrserve: {exc.message}", file=sys.stderr)
         return 2
-    engine = next(iter(load_engines(settings.model_copy(update={"cpu_replicas": 1}))[0].values()))
+    engine = local_engine(settings)
     response = {
         "txt": ResponseFormat.TEXT,
         "json": ResponseFormat.VERBOSE_JSON,
@@ -276,17 +279,7 @@ def transcribe(
 
         try:
             with bar:
-                transcript = transcribe_file(
-                    engine,
-                    path,
-                    options,
-                    max_seconds=settings.max_audio_seconds,
-                    vad=settings.vad_filter,
-                    batch_size=settings.max_batch_size,
-                    windows=engine.capabilities.windows(settings.windows),
-                    first_window_s=settings.first_window_s,
-                    progress=progress,
-                )
+                transcript = transcribe_local(settings, engine, path, options, progress)
         except (AudioError, OSError) as exc:
             failures += 1
             print(f"asrserve: {path}: {exc}", file=sys.stderr)
@@ -298,6 +291,37 @@ def transcribe(
         else:
             (out / f"{path.stem}.{fmt}").write_text(text, encoding="utf-8")
     return 1 if failures else 0
+
+
+def local_engine(settings: Settings) -> Engine:
+    """The default model's engine, one replica, in this process."""
+    from asrserve.engine.registry import load_engines
+
+    return next(iter(load_engines(settings.model_copy(update={"cpu_replicas": 1}))[0].values()))
+
+
+def transcribe_local(
+    settings: Settings,
+    engine: Engine,
+    path: Path,
+    options: TranscriptionOptions,
+    progress: Callable[[float, float], None] = lambda done, total: None,
+) -> Transcript:
+    """``path`` transcribed in this process as ``asrserve transcribe`` does: the settings'
+    length limit, VAD, batch size and encoder windows."""
+    from asrserve.inference.direct import transcribe_file
+
+    return transcribe_file(
+        engine,
+        path,
+        options,
+        max_seconds=settings.max_audio_seconds,
+        vad=settings.vad_filter,
+        batch_size=settings.max_batch_size,
+        windows=engine.capabilities.windows(settings.windows),
+        first_window_s=settings.first_window_s,
+        progress=progress,
+    )
 
 
 def local_options(settings: Settings, task: str, language: str | None) -> TranscriptionOptions:

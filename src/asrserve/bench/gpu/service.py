@@ -156,30 +156,19 @@ def engine_answers(spec: ServiceSpec, answers: dict[str, str]) -> dict[str, Any]
     """The engine's own answer for each English recording, beside the service's lone one
     (``answers``: the file's name -> its text): the server's settings in this process
     (its environment), each file as ``asrserve transcribe`` runs it."""
-    from asrserve.cli.main import local_options
-    from asrserve.engine.registry import load_engines
-    from asrserve.inference.direct import transcribe_file
+    from asrserve.cli.main import local_engine, local_options, transcribe_local
     from asrserve.settings import Settings
 
     os.environ.update(server_env(spec))
     settings = Settings()
-    engine = next(iter(load_engines(settings.model_copy(update={"cpu_replicas": 1}))[0].values()))
+    engine = local_engine(settings)
     options = local_options(settings, "transcribe", None)
     clips = []
     try:
         for clip in spec.clips:
             if clip.language != "en":
                 continue
-            text = transcribe_file(
-                engine,
-                clip.path,
-                options,
-                max_seconds=settings.max_audio_seconds,
-                vad=settings.vad_filter,
-                batch_size=settings.max_batch_size,
-                windows=engine.capabilities.windows(settings.windows),
-                first_window_s=settings.first_window_s,
-            ).text.strip()
+            text = transcribe_local(settings, engine, clip.path, options).text.strip()
             served = answers.get(clip.path.name)
             same = served is not None and normalize(served) == normalize(text)
             clips.append({"clip": clip.path.name, "service": served, "engine": text, "same": same})
