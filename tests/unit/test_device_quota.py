@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import pytest
@@ -37,6 +39,42 @@ def keys(database: Database) -> KeyStore:
     return SqliteKeyStore(database)
 
 
+class Held(Protocol):
+    """A device part whose passes wait at ``gate`` once they have set ``entered``."""
+
+    gate: threading.Event
+    entered: threading.Event
+
+
+Submit = Callable[[Scheduler], list["asyncio.Future[Any]"]]
+
+
+async def metered(
+    keys: KeyStore, device: Device, held: Held, passes: Sequence[tuple[Submit, float]]
+) -> None:
+    """Each of ``passes`` (its work submitted, the device seconds its pass takes) run alone on
+    ``device``, metered to its keys' usage; the meter flushed after the last."""
+    clock = ManualClock()
+    scheduler = Scheduler([device], SchedulerConfig("greedy"), clock=clock)
+    meter = DeviceMeter(keys, today=lambda: DAY)
+    scheduler.shares.listeners.append(meter.charged)
+    loops = asyncio.create_task(scheduler.run())
+    try:
+        for submit, seconds in passes:
+            held.gate.clear()
+            held.entered.clear()
+            futures = submit(scheduler)
+            assert await asyncio.to_thread(held.entered.wait, 5)
+            clock.advance(seconds)  # the pass's device time
+            held.gate.set()
+            await asyncio.gather(*futures)
+        await meter.flush()
+    finally:
+        loops.cancel()
+        await asyncio.gather(loops, return_exceptions=True)
+        scheduler.close()
+
+
 def test_each_pass_is_metered_to_its_keys_by_their_windows(keys: KeyStore, run: Run) -> None:
     """A 3 s pass over two windows of a and one of b, then a 1 s pass over one of b and one
     of no key: a took 2 s of device for 20 s of audio, b 1 + 0.5 s for 10 + 1 s, and work of
@@ -44,34 +82,17 @@ def test_each_pass_is_metered_to_its_keys_by_their_windows(keys: KeyStore, run: 
     engine = FakeEngine()
     passes = [([("a", 1000), ("a", 1000), ("b", 1000)], 3.0), ([("b", 100), ("", 100)], 1.0)]
 
-    async def main() -> None:
-        clock = ManualClock()
-        scheduler = Scheduler([Device.of("0", engine)], SchedulerConfig("greedy"), clock=clock)
-        meter = DeviceMeter(keys, today=lambda: DAY)
-        scheduler.shares.listeners.append(meter.charged)
-        loops = asyncio.create_task(scheduler.run())
-        try:
-            for windows, seconds in passes:
-                engine.gate.clear()
-                engine.entered.clear()
-                futures = [
-                    future
-                    for tenant, frames in windows
-                    for future in scheduler.submit_chunks(
-                        "job", Priority.ASYNC, OPTIONS, [_window(frames)], tenant=tenant
-                    )
-                ]
-                assert await asyncio.to_thread(engine.entered.wait, 5)
-                clock.advance(seconds)  # the pass's device time
-                engine.gate.set()
-                await asyncio.gather(*futures)
-            await meter.flush()
-        finally:
-            loops.cancel()
-            await asyncio.gather(loops, return_exceptions=True)
-            scheduler.close()
+    def submit(windows: list[tuple[str, int]]) -> Submit:
+        return lambda scheduler: [
+            future
+            for tenant, frames in windows
+            for future in scheduler.submit_chunks(
+                "job", Priority.ASYNC, OPTIONS, [_window(frames)], tenant=tenant
+            )
+        ]
 
-    run(main())
+    device = Device.of("0", engine)
+    run(metered(keys, device, engine, [(submit(windows), s) for windows, s in passes]))
     assert [len(batch) for batch in engine.batches] == [3, 2]
     spent = [run(keys.spent(tenant, DAY)) for tenant in ("a", "b", "")]
     measured = [seconds for used in spent for seconds in (used.device_s, used.audio_s)]
@@ -135,33 +156,11 @@ def test_diarizations_passes_are_metered_as_device_time_not_audio(keys: KeyStore
     """A key's clips and segmentation chunks take 2 s and 3 s of a device: 5 device seconds
     on its usage, and no audio seconds (its file's windows count those)."""
     speakers = HeldSpeakers()
-
-    async def main() -> None:
-        clock = ManualClock()
-        device = Device("0", {"m": FakeEngine()}, speakers)
-        scheduler = Scheduler([device], SchedulerConfig("greedy"), clock=clock)
-        meter = DeviceMeter(keys, today=lambda: DAY)
-        scheduler.shares.listeners.append(meter.charged)
-        loops = asyncio.create_task(scheduler.run())
-        clip, chunk = np.zeros((148, 80), np.float32), np.zeros(160_000, np.float32)
-        try:
-            for submit, item, seconds in (
-                (scheduler.submit_embed, clip, 2.0),
-                (scheduler.submit_segment, chunk, 3.0),
-            ):
-                speakers.gate.clear()
-                speakers.entered.clear()
-                futures = submit("job", Priority.ASYNC, [item], None, tenant="a")
-                assert await asyncio.to_thread(speakers.entered.wait, 5)
-                clock.advance(seconds)
-                speakers.gate.set()
-                await asyncio.gather(*futures)
-            await meter.flush()
-        finally:
-            loops.cancel()
-            await asyncio.gather(loops, return_exceptions=True)
-            scheduler.close()
-
-    run(main())
+    clip, chunk = np.zeros((148, 80), np.float32), np.zeros(160_000, np.float32)
+    passes: list[tuple[Submit, float]] = [
+        (lambda s: list(s.submit_embed("job", Priority.ASYNC, [clip], None, tenant="a")), 2.0),
+        (lambda s: list(s.submit_segment("job", Priority.ASYNC, [chunk], None, tenant="a")), 3.0),
+    ]
+    run(metered(keys, Device("0", {"m": FakeEngine()}, speakers), speakers, passes))
     used = run(keys.spent("a", DAY))
     assert (used.device_s, used.audio_s) == pytest.approx((5.0, 0.0))
